@@ -1,0 +1,93 @@
+"""Running Workly for tests: in-process over a real socket, or as the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from workly.api.app import create_app
+from workly.clock import Clock, system_clock
+from workly.config import Settings
+
+TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def running_app(settings: Settings, clock: Clock = system_clock) -> AsyncIterator[str]:
+    """Serve the app with uvicorn on 127.0.0.1 in this event loop; yield its base URL."""
+    config = uvicorn.Config(
+        create_app(settings, clock), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[_bound_socket()]))
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+                raise RuntimeError("uvicorn stopped before it started")
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+
+
+def _bound_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextmanager
+def workly_process(args: list[str], env: dict[str, str], port: int, log: Path) -> Iterator[str]:
+    """Start ``python -m workly <args>``, wait for /health/ready, stop it by PID at the end."""
+    full_env = {**os.environ, **env}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "workly", *args], env=full_env, stdout=out, stderr=subprocess.STDOUT
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(process, base_url, log)
+        yield base_url
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_ready(process: subprocess.Popen[bytes], base_url: str, log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"workly exited with {process.returncode}:\n{log.read_text(errors='replace')}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base_url + "/health/ready", timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"workly did not become ready in {timeout}s:\n{log.read_text(errors='replace')}")

@@ -1,0 +1,3 @@
+"""Workly: an HTTP delivery service (webhook dispatcher and HTTP task queue)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from workly.cli import main
+
+main()

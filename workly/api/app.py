@@ -1,0 +1,78 @@
+"""The ASGI application: routes plus a lifespan that owns storage and the dispatcher."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from workly import __version__
+from workly.api import health, queues, tasks
+from workly.api.problems import install_problem_handlers
+from workly.api.runtime import Runtime
+from workly.clock import Clock, system_clock
+from workly.config import Settings
+from workly.dispatch.deliverer import Deliverer, close_session, new_session
+from workly.dispatch.dispatcher import Dispatcher
+from workly.errors import ConfigError
+from workly.signing import Signer
+from workly.storage import open_storage
+
+log = logging.getLogger("workly")
+
+
+def create_app(settings: Settings, clock: Clock = system_clock) -> FastAPI:
+    """Build the app; nothing connects until the lifespan starts."""
+    if settings.database_url is None:
+        raise ConfigError("WORKLY_DATABASE_URL is required")
+    signer = Signer(settings.signing_secrets())
+    database_url = settings.database_url
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        storage = await open_storage(database_url)
+        session = new_session(settings.max_in_flight)
+        try:
+            applied = await storage.migrate()
+            if applied:
+                log.info("applied migrations %s", applied)
+            dispatcher = Dispatcher(
+                storage,
+                Deliverer(session, signer, clock, settings.response_snippet_bytes),
+                clock,
+                max_in_flight=settings.max_in_flight,
+                poll_interval=settings.poll_interval,
+                lease_margin=settings.lease_margin,
+                result_batch_max=settings.result_batch_max,
+            )
+            app.state.runtime = Runtime(
+                settings=settings, storage=storage, dispatcher=dispatcher, clock=clock
+            )
+            if settings.dispatch:
+                dispatcher.start()
+            try:
+                yield
+            finally:
+                await dispatcher.stop()
+        finally:
+            await close_session(session)
+            await storage.close()
+
+    app = FastAPI(
+        title="Workly",
+        version=__version__,
+        summary="HTTP delivery service: webhook dispatcher and HTTP task queue",
+        lifespan=lifespan,
+    )
+    install_problem_handlers(app)
+    app.include_router(tasks.router)
+    app.include_router(queues.router)
+    app.include_router(health.router)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory (``workly.api.app:app_from_env``): settings from WORKLY_* variables."""
+    return create_app(Settings())

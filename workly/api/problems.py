@@ -1,0 +1,133 @@
+"""RFC 9457 problem details: every error the API returns is ``application/problem+json``.
+
+Each kind of problem has a stable ``type`` URI (``urn:workly:problem:<slug>``) that
+clients can branch on; ``detail`` is for people. No stack trace ever leaves the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any
+
+import asyncpg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from workly.api.media import is_json_type
+from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, StorageError
+
+log = logging.getLogger("workly.api")
+MEDIA_TYPE = "application/problem+json"
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_SLUGS = {
+    400: "bad-request",
+    401: "unauthorized",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "conflict",
+    413: "too-large",
+    415: "unsupported-media-type",
+    422: "validation",
+    500: "internal",
+    503: "unavailable",
+}
+
+
+class ProblemResponse(JSONResponse):
+    media_type = MEDIA_TYPE
+
+
+def problem(status: int, detail: str, slug: str | None = None, **extra: Any) -> ProblemResponse:
+    body = {
+        "type": f"urn:workly:problem:{slug or _SLUGS.get(status, 'error')}",
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        **extra,
+    }
+    return ProblemResponse(body, status_code=status)
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    errors = []
+    for error in exc.errors():
+        location = [str(part) for part in error.get("loc", ())]
+        errors.append({"location": location, "message": error.get("msg", "invalid")})
+    return errors
+
+
+async def _on_validation(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, RequestValidationError)
+    if any(error.get("type") == "json_invalid" for error in exc.errors()):
+        return problem(400, "The request body is not valid JSON.", "malformed-json")
+    content_type = request.headers.get("content-type")
+    if content_type and not is_json_type(content_type) and request.method in ("POST", "PUT", "PATCH"):
+        return problem(415, f"Send the body as JSON with content-type: application/json, not {content_type}.")
+    errors = _validation_errors(exc)
+    summary = "; ".join(f"{'.'.join(e['location'])}: {e['message']}" for e in errors[:5])
+    return problem(422, f"The request is invalid: {summary}", "validation", errors=errors)
+
+
+async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(exc.status_code, "Error")
+    response = problem(exc.status_code, detail)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _on_not_found(request: Request, exc: Exception) -> ProblemResponse:
+    return problem(404, str(exc), "not-found")
+
+
+async def _on_conflict(request: Request, exc: Exception) -> ProblemResponse:
+    return problem(409, str(exc), "conflict")
+
+
+async def _on_invalid_config(request: Request, exc: Exception) -> ProblemResponse:
+    return problem(422, str(exc), "invalid-queue-config")
+
+
+async def _on_storage(request: Request, exc: Exception) -> ProblemResponse:
+    log.error("storage error on %s %s: %s", request.method, request.url.path, exc)
+    return problem(503, "The database is unavailable; retry later.", "unavailable")
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> ProblemResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem(500, "An unexpected error occurred; it has been logged.", "internal")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(NotFoundError, _on_not_found)
+    app.add_exception_handler(ConflictError, _on_conflict)
+    app.add_exception_handler(InvalidQueueConfig, _on_invalid_config)
+    app.add_exception_handler(StorageError, _on_storage)
+    # A database that is down or restarting answers 503 (retry later), not 500.
+    for unavailable in (
+        OSError,
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.CannotConnectNowError,
+        sqlite3.OperationalError,
+    ):
+        app.add_exception_handler(unavailable, _on_storage)
+    app.add_exception_handler(Exception, _on_unexpected)

@@ -1,0 +1,152 @@
+"""Between API JSON and domain objects: task input → NewTask, domain → response JSON."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from workly.api.media import header_value, is_json_type
+from workly.api.schemas import TaskIn
+from workly.ids import new_task_id
+from workly.models import Attempt, NewTask, Queue, QueueConfig, Task
+
+
+def _content_type(headers: dict[str, str]) -> str | None:
+    return header_value(headers, "content-type")
+
+
+def encode_body(task: TaskIn) -> tuple[dict[str, str], bytes]:
+    """The exact headers and body bytes to store, and later send, for this input."""
+    headers = dict(task.headers)
+    if task.body_base64 is not None:
+        return headers, base64.b64decode(task.body_base64)
+    if task.body is None:
+        return headers, b""
+    content_type = _content_type(headers)
+    if content_type is None:
+        headers["content-type"] = "application/json"
+    elif isinstance(task.body, str) and not is_json_type(content_type):
+        return headers, task.body.encode()
+    return headers, json.dumps(task.body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def new_task(task: TaskIn, now: datetime, idempotency_header: str | None = None) -> NewTask:
+    headers, body = encode_body(task)
+    run_at = task.run_at
+    if task.delay is not None:
+        run_at = now + timedelta(seconds=task.delay)
+    return NewTask(
+        id=new_task_id(),
+        url=task.url,
+        method=task.method,
+        headers=headers,
+        body=body,
+        run_at=run_at,
+        priority=task.priority,
+        key=task.key,
+        tenant=task.tenant,
+        idempotency_key=task.idempotency_key or idempotency_header,
+        max_attempts=task.max_attempts,
+        timeout=task.timeout,
+    )
+
+
+def _time(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def _body_view(task: Task) -> Any:
+    """The body as JSON when it is JSON, as text when it is UTF-8, else null (see body_base64)."""
+    if not task.body:
+        return None
+    content_type = _content_type(task.headers)
+    try:
+        text = task.body.decode()
+    except UnicodeDecodeError:
+        return None
+    if content_type is not None and is_json_type(content_type):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "queue": task.queue,
+        "status": task.status,
+        "attempts": task.attempts,
+        "max_attempts": task.max_attempts,
+        "run_at": _time(task.run_at),
+        "created_at": _time(task.created_at),
+        "updated_at": _time(task.updated_at),
+        "last_status_code": task.last_status_code,
+        "last_error": task.last_error,
+        "url": task.url,
+        "method": task.method,
+        "headers": task.headers,
+        "body": _body_view(task),
+        "body_base64": base64.b64encode(task.body).decode() if task.body else None,
+        "priority": task.priority,
+        "key": task.key,
+        "tenant": task.tenant,
+        "idempotency_key": task.idempotency_key,
+        "timeout": task.timeout,
+    }
+
+
+def attempt_json(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "attempt": attempt.attempt,
+        "started_at": _time(attempt.started_at),
+        "finished_at": _time(attempt.finished_at),
+        "duration_ms": attempt.duration_ms,
+        "status_code": attempt.status_code,
+        "error": attempt.error,
+        "response": attempt.response.decode(errors="replace"),
+        "stale": attempt.stale,
+    }
+
+
+def config_json(config: QueueConfig) -> dict[str, Any]:
+    return {
+        "max_concurrency": config.max_concurrency,
+        "rate_limit": config.rate_limit,
+        "max_attempts": config.max_attempts,
+        "min_backoff": config.min_backoff,
+        "max_backoff": config.max_backoff,
+        "timeout": config.timeout,
+        "ordering": config.ordering,
+        "paused": config.paused,
+    }
+
+
+def queue_json(queue: Queue) -> dict[str, Any]:
+    return {
+        "name": queue.name,
+        **config_json(queue.config),
+        "counts": queue.counts,
+        "created_at": _time(queue.created_at),
+        "updated_at": _time(queue.updated_at),
+    }
+
+
+def encode_cursor(seq: int | None) -> str | None:
+    return None if seq is None else base64.urlsafe_b64encode(f"s:{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    """Raises ValueError for anything this API did not hand out."""
+    padded = cursor + "=" * (-len(cursor) % 4)
+    try:
+        text = base64.urlsafe_b64decode(padded.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("invalid cursor") from None
+    prefix, _, number = text.partition(":")
+    if prefix != "s" or not number.isdigit() or len(number) > 19:
+        raise ValueError("invalid cursor")
+    return int(number)

@@ -1,0 +1,25 @@
+"""What the routes need at request time, injected through ``app.state``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from workly.clock import Clock
+from workly.config import Settings
+from workly.dispatch.dispatcher import Dispatcher
+from workly.storage.base import Storage
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    storage: Storage
+    dispatcher: Dispatcher
+    clock: Clock
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime

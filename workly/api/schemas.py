@@ -1,0 +1,146 @@
+"""Request bodies of API v1. Unknown fields are rejected (``extra="forbid"``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+
+MAX_URL_LENGTH = 4096
+MAX_BATCH = 1000
+MAX_HEADERS = 64
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_FORBIDDEN_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+
+QueueName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+ShortText = Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskIn(_Strict):
+    url: str = Field(max_length=MAX_URL_LENGTH, description="http(s) URL the request is delivered to")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict, description="sent as given")
+    body: JsonValue = Field(
+        default=None,
+        description="any JSON value, sent as compact JSON (a string with a non-JSON "
+        "content-type header is sent as UTF-8 text)",
+    )
+    body_base64: str | None = Field(default=None, description="raw body bytes, base64")
+    delay: float | None = Field(default=None, ge=0, le=366 * 86400, description="seconds from now")
+    run_at: datetime | None = Field(default=None, description="RFC 3339 time with an offset")
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000, description="higher first")
+    key: ShortText | None = Field(default=None, description="ordering key")
+    tenant: ShortText | None = Field(default=None, description="fairness key")
+    idempotency_key: ShortText | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per attempt")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL: {exc}") from None
+        if parts.scheme not in ("http", "https"):
+            raise ValueError("the URL scheme must be http or https")
+        if not parts.hostname:
+            raise ValueError("the URL must name a host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("the URL must not carry credentials (user:password@); use a header")
+        if port == 0:
+            raise ValueError("the URL port must be 1-65535")
+        if any(ch.isspace() or ord(ch) < 0x20 for ch in value):
+            raise ValueError("the URL must not contain whitespace or control characters")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers")
+        lowered: set[str] = set()
+        for name, header_value in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"invalid header name {name!r}")
+            if _FORBIDDEN_VALUE_CHARS.search(header_value):
+                raise ValueError(f"header {name!r} contains CR, LF or NUL")
+            if name.lower() in lowered:
+                raise ValueError(f"header {name!r} is given twice")
+            lowered.add(name.lower())
+        return value
+
+    @field_validator("body_base64")
+    @classmethod
+    def _valid_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except binascii.Error:
+                raise ValueError("body_base64 is not valid base64") from None
+        return value
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
+        return value
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> TaskIn:
+        if "body" in self.model_fields_set and self.body_base64 is not None:
+            raise ValueError("give either body or body_base64, not both")
+        if self.delay is not None and self.run_at is not None:
+            raise ValueError("give either delay or run_at, not both")
+        return self
+
+
+class TaskBatchIn(_Strict):
+    tasks: list[TaskIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class QueueConfigIn(_Strict):
+    """A queue's full config (PUT): fields left out take their defaults."""
+
+    max_concurrency: int = Field(default=3, ge=1, le=10_000)
+    rate_limit: float | None = Field(default=None, gt=0, le=1_000_000, description="dispatches per second")
+    max_attempts: int = Field(default=10, ge=1, le=1000)
+    min_backoff: float = Field(default=1.0, ge=0, le=86_400)
+    max_backoff: float = Field(default=3600.0, ge=0, le=30 * 86_400)
+    timeout: float = Field(default=30.0, gt=0, le=3600)
+    ordering: Literal["none", "key"] = "none"
+    paused: bool = False
+
+
+class QueuePatchIn(_Strict):
+    """Some config fields (PATCH): only the fields given change."""
+
+    max_concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    rate_limit: float | None = Field(default=None, gt=0, le=1_000_000)
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    min_backoff: float | None = Field(default=None, ge=0, le=86_400)
+    max_backoff: float | None = Field(default=None, ge=0, le=30 * 86_400)
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+    ordering: Literal["none", "key"] | None = None
+    paused: bool | None = None
+
+    @model_validator(mode="after")
+    def _no_null_except_rate_limit(self) -> QueuePatchIn:
+        for name in self.model_fields_set - {"rate_limit"}:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}

@@ -1,0 +1,91 @@
+"""Task routes: enqueue (one or a batch), read, list, cancel, retry."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi.responses import JSONResponse
+
+from workly.api import representation as rep
+from workly.api.problems import problem
+from workly.api.runtime import Runtime, get_runtime
+from workly.api.schemas import TaskBatchIn, TaskIn
+from workly.models import TaskStatus
+
+router = APIRouter(prefix="/v1", tags=["tasks"])
+
+QueuePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128)]
+TaskPath = Annotated[str, Path(max_length=64)]
+Rt = Annotated[Runtime, Depends(get_runtime)]
+
+
+@router.post("/queues/{queue}/tasks", status_code=201, summary="Enqueue a task")
+async def enqueue_task(
+    queue: QueuePath,
+    task: TaskIn,
+    rt: Rt,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
+) -> JSONResponse:
+    if idempotency_key and task.idempotency_key and idempotency_key != task.idempotency_key:
+        return problem(422, "The Idempotency-Key header and the idempotency_key field differ.")
+    now = rt.clock()
+    [stored] = await rt.storage.enqueue(queue, [rep.new_task(task, now, idempotency_key)], now)
+    if stored.created:
+        rt.dispatcher.wake()
+    return JSONResponse(rep.task_json(stored.task), status_code=201 if stored.created else 200)
+
+
+@router.post("/queues/{queue}/tasks/batch", status_code=201, summary="Enqueue up to 1,000 tasks at once")
+async def enqueue_batch(queue: QueuePath, batch: TaskBatchIn, rt: Rt) -> JSONResponse:
+    now = rt.clock()
+    stored = await rt.storage.enqueue(queue, [rep.new_task(task, now) for task in batch.tasks], now)
+    if any(entry.created for entry in stored):
+        rt.dispatcher.wake()
+    return JSONResponse({"tasks": [rep.task_json(entry.task) for entry in stored]}, status_code=201)
+
+
+@router.get("/queues/{queue}/tasks", summary="List a queue's tasks, newest first")
+async def list_tasks(
+    queue: QueuePath,
+    rt: Rt,
+    status: TaskStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> JSONResponse:
+    before = None
+    if cursor is not None:
+        try:
+            before = rep.decode_cursor(cursor)
+        except ValueError:
+            return problem(400, "The cursor is invalid: pass next_cursor from a previous page.", "bad-cursor")
+    tasks, next_seq = await rt.storage.list_tasks(queue, status, limit, before)
+    return JSONResponse(
+        {"tasks": [rep.task_json(task) for task in tasks], "next_cursor": rep.encode_cursor(next_seq)}
+    )
+
+
+@router.get("/tasks/{task_id}", summary="Get a task")
+async def get_task(task_id: TaskPath, rt: Rt) -> JSONResponse:
+    task = await rt.storage.get_task(task_id)
+    if task is None:
+        return problem(404, f"task {task_id!r} does not exist", "not-found")
+    return JSONResponse(rep.task_json(task))
+
+
+@router.get("/tasks/{task_id}/attempts", summary="List a task's attempts, oldest first")
+async def list_attempts(task_id: TaskPath, rt: Rt) -> JSONResponse:
+    attempts = await rt.storage.list_attempts(task_id)
+    return JSONResponse({"attempts": [rep.attempt_json(attempt) for attempt in attempts]})
+
+
+@router.post("/tasks/{task_id}/cancel", summary="Cancel a ready task")
+async def cancel_task(task_id: TaskPath, rt: Rt) -> JSONResponse:
+    return JSONResponse(rep.task_json(await rt.storage.cancel_task(task_id, rt.clock())))
+
+
+@router.post("/tasks/{task_id}/retry", summary="Re-enqueue a failed or canceled task")
+async def retry_task(task_id: TaskPath, rt: Rt) -> JSONResponse:
+    task = await rt.storage.retry_task(task_id, rt.clock())
+    rt.dispatcher.wake()
+    return JSONResponse(rep.task_json(task))

@@ -1,0 +1,142 @@
+"""The ``workly`` command: dev, serve, migrate."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+import uvicorn
+from pydantic import ValidationError
+
+from workly.config import Settings
+from workly.errors import ConfigError
+from workly.signing import Signer, generate_secret
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Workly: HTTP delivery service.")
+APP_FACTORY = "workly.api.app:app_from_env"
+
+
+def _fail(reason: str) -> NoReturn:
+    typer.echo(f"workly: {reason}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _settings(**overrides: object) -> Settings:
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        _fail(f"invalid WORKLY_{str(first['loc'][0]).upper()}: {first['msg']}")
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+
+
+def _dev_secret(db: Path) -> str:
+    """WORKLY_SIGNING_SECRET, else the one stored beside the database, else a new one."""
+    from_env = os.environ.get("WORKLY_SIGNING_SECRET")
+    if from_env:
+        return from_env
+    secret_file = db.with_name(db.name + ".signing-secret")
+    if secret_file.exists():
+        return secret_file.read_text().strip()
+    secret = generate_secret()
+    secret_file.parent.mkdir(parents=True, exist_ok=True)
+    secret_file.touch(mode=0o600)
+    secret_file.write_text(secret + "\n")
+    return secret
+
+
+@app.command()
+def dev(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 7337,
+    db: Annotated[Path, typer.Option(help="SQLite database file")] = Path("./workly.db"),
+) -> None:
+    """Run on SQLite, one process, loopback targets allowed: for development and small installs."""
+    db = db.resolve()
+    secret = _dev_secret(db)
+    settings = _settings(database_url=f"sqlite:///{db}", signing_secret=secret, allow_loopback=True)
+    _check_secrets(settings)
+    _configure_logging(settings.log_level)
+    typer.echo(f"workly dev: database {db}")
+    typer.echo(f"workly dev: signing secret {settings.signing_secrets()[0]}")
+    typer.echo("workly dev: no API authentication (development mode); loopback targets allowed")
+    typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs)")
+    from workly.api.app import create_app
+
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level, access_log=False)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 7337,
+    workers: Annotated[int, typer.Option(min=1, help="processes, each with API and dispatcher")] = 1,
+) -> None:
+    """Run in production: needs WORKLY_DATABASE_URL and WORKLY_SIGNING_SECRET."""
+    settings = _settings()
+    if not settings.database_url:
+        _fail("WORKLY_DATABASE_URL is not set (postgresql://user@host/db or sqlite:///path)")
+    if not settings.signing_secrets():
+        _fail("WORKLY_SIGNING_SECRET is not set (whsec_<base64>; `python -m workly secret` makes one)")
+    _check_secrets(settings)
+    if settings.database_url.startswith("sqlite:") and workers > 1:
+        _fail("SQLite has a single writer: run one process (--workers 1) or use PostgreSQL")
+    _configure_logging(settings.log_level)
+    uvicorn.run(
+        APP_FACTORY,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=settings.log_level,
+        access_log=False,
+    )
+
+
+@app.command()
+def migrate() -> None:
+    """Apply pending migrations to WORKLY_DATABASE_URL and exit."""
+    settings = _settings()
+    if not settings.database_url:
+        _fail("WORKLY_DATABASE_URL is not set")
+    applied, version = asyncio.run(_migrate(settings.database_url))
+    typer.echo(
+        f"applied {applied}; schema version {version}" if applied else f"up to date (version {version})"
+    )
+
+
+@app.command()
+def secret() -> None:
+    """Print a new signing secret (whsec_…)."""
+    typer.echo(generate_secret())
+
+
+async def _migrate(url: str) -> tuple[list[int], int]:
+    from workly.storage import open_storage
+
+    storage = await open_storage(url)
+    try:
+        return await storage.migrate(), await storage.schema_version()
+    finally:
+        await storage.close()
+
+
+def _check_secrets(settings: Settings) -> None:
+    try:
+        Signer(settings.signing_secrets())
+    except ConfigError as exc:
+        _fail(f"WORKLY_SIGNING_SECRET: {exc}")
+
+
+def main() -> None:
+    app()

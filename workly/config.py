@@ -1,0 +1,49 @@
+"""Runtime configuration, read from ``WORKLY_*`` environment variables.
+
+Nothing here is instantiated at import time: the CLI and the app factory build a
+``Settings`` when they start, so tests can build their own.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WORKLY_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, description="postgresql://… or sqlite:///path (required by `workly serve`)"
+    )
+    signing_secret: str | None = Field(
+        default=None,
+        description="whsec_… signing secrets, space separated; the first is current, all sign (rotation)",
+    )
+    dispatch: bool = Field(
+        default=True, description="run the dispatcher in this process (false: API only, no deliveries)"
+    )
+    max_in_flight: int = Field(default=100, ge=1, description="deliveries in flight per process")
+    poll_interval: float = Field(default=1.0, gt=0, description="seconds between claims when idle")
+    lease_margin: float = Field(
+        default=30.0, gt=0, description="seconds a lease outlives the attempt timeout"
+    )
+    result_batch_max: int = Field(default=500, ge=1, description="attempt results per group commit")
+    ready_stall_seconds: float = Field(
+        default=10.0, gt=0, description="/health/ready fails when the dispatcher has not ticked for this long"
+    )
+    allow_loopback: bool = Field(default=False, description="allow deliveries to loopback addresses")
+    response_snippet_bytes: int = Field(default=2048, ge=0, description="response bytes kept per attempt")
+    log_level: str = Field(default="info")
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("postgresql://", "postgres://", "sqlite:///")):
+            raise ValueError("must start with postgresql://, postgres:// or sqlite:///")
+        return value
+
+    def signing_secrets(self) -> list[str]:
+        return (self.signing_secret or "").split()

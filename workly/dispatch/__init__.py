@@ -1,0 +1,1 @@
+"""Delivery: the dispatcher loop (when), the deliverer (how) and the retry policy (what next)."""

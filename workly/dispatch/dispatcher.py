@@ -1,0 +1,146 @@
+"""The dispatcher loop: when to claim, how many, and what runs concurrently.
+
+One loop per process. It claims a batch sized to the free in-flight slots, starts one
+delivery per task, and goes straight back for more while claims return work; it
+sleeps only when a claim came back empty, until an enqueue or a finished delivery
+wakes it, or the poll interval passes (the fallback for work made due by time or by
+another process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections.abc import Sequence
+
+from workly.batching import GroupCommitter
+from workly.clock import Clock
+from workly.dispatch.deliverer import Deliverer
+from workly.dispatch.policy import judge
+from workly.models import AttemptResult, ClaimedTask, RecordSummary
+from workly.storage.base import Storage
+
+log = logging.getLogger("workly.dispatch")
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        storage: Storage,
+        deliverer: Deliverer,
+        clock: Clock,
+        *,
+        max_in_flight: int = 100,
+        poll_interval: float = 1.0,
+        lease_margin: float = 30.0,
+        result_batch_max: int = 500,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._storage = storage
+        self._deliverer = deliverer
+        self._clock = clock
+        self._max_in_flight = max_in_flight
+        self._poll_interval = poll_interval
+        self._lease_margin = lease_margin
+        self._rng = rng or random.Random()
+        self._wake = asyncio.Event()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
+            self._record, max_batch=result_batch_max
+        )
+        self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.last_tick = time.monotonic()
+
+    # --- lifecycle -----------------------------------------------------------------
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._run(), name="workly-dispatcher")
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop claiming, give in-flight deliveries ``grace`` seconds, flush results."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            await self._loop_task
+        if self._in_flight:
+            _, still_running = await asyncio.wait(self._in_flight, timeout=grace)
+            for task in still_running:
+                task.cancel()
+            await asyncio.gather(*still_running, return_exceptions=True)
+        await self._results.drain()
+
+    def alive(self, stall_seconds: float) -> bool:
+        running = self._loop_task is not None and not self._loop_task.done()
+        return running and time.monotonic() - self.last_tick < stall_seconds
+
+    def wake(self) -> None:
+        """Called after an enqueue commits: claim now instead of at the next poll."""
+        self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # --- the loop ------------------------------------------------------------------
+    async def _run(self) -> None:
+        while not self._stopping:
+            self.last_tick = time.monotonic()
+            self._wake.clear()
+            claimed = await self._claim()
+            for task in claimed:
+                self._start_delivery(task)
+            if not claimed:
+                await self._sleep()
+
+    async def _claim(self) -> Sequence[ClaimedTask]:
+        free = self._max_in_flight - len(self._in_flight)
+        if free <= 0:
+            return []
+        try:
+            return await self._storage.claim_tasks(free, self._clock(), uuid.uuid4().hex, self._lease_margin)
+        except Exception:
+            log.exception("claim failed; retrying after the poll interval")
+            return []
+
+    async def _sleep(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval)
+
+    # --- deliveries ------------------------------------------------------------------
+    def _start_delivery(self, task: ClaimedTask) -> None:
+        delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
+        self._in_flight.add(delivery)
+        delivery.add_done_callback(self._delivery_done)
+
+    def _delivery_done(self, delivery: asyncio.Task[None]) -> None:
+        self._in_flight.discard(delivery)
+        self._wake.set()
+
+    async def _deliver(self, task: ClaimedTask) -> None:
+        outcome = await self._deliverer.deliver(task)
+        result = judge(task, outcome, self._rng)
+        log.info(
+            "attempt task=%s queue=%s attempt=%d status=%s outcome=%s duration_ms=%.1f%s",
+            task.id,
+            task.queue,
+            task.attempt,
+            outcome.status_code if outcome.status_code is not None else "-",
+            result.outcome,
+            (outcome.finished_at - outcome.started_at).total_seconds() * 1000,
+            f" error={result.error!r}" if result.error and outcome.status_code is None else "",
+        )
+        try:
+            await self._results.submit(result)
+        except Exception:
+            # The task stays running under its lease; it is not lost, only late.
+            log.exception("recording the result of task %s failed", task.id)
+
+    async def _record(self, results: Sequence[AttemptResult]) -> list[RecordSummary]:
+        summary = await self._storage.record_results(results, self._clock())
+        if summary.stale:
+            log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
+        return [summary] * len(results)

@@ -1,0 +1,151 @@
+"""Domain types shared by the storage backends, the dispatcher and the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from workly.errors import InvalidQueueConfig
+
+TaskStatus = Literal["ready", "running", "succeeded", "failed", "canceled"]
+TASK_STATUSES: tuple[TaskStatus, ...] = ("ready", "running", "succeeded", "failed", "canceled")
+Ordering = Literal["none", "key"]
+Outcome = Literal["succeeded", "retry", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    max_concurrency: int = 3
+    rate_limit: float | None = None
+    max_attempts: int = 10
+    min_backoff: float = 1.0
+    max_backoff: float = 3600.0
+    timeout: float = 30.0
+    ordering: Ordering = "none"
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    config: QueueConfig
+    counts: dict[TaskStatus, int]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task as validated by the API, before it is stored."""
+
+    id: str
+    url: str
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    run_at: datetime | None = None  # None: due now
+    priority: int = 0
+    key: str | None = None
+    tenant: str | None = None
+    idempotency_key: str | None = None
+    max_attempts: int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    queue: str
+    status: TaskStatus
+    url: str
+    method: str
+    headers: dict[str, str]
+    body: bytes
+    run_at: datetime
+    priority: int
+    key: str | None
+    tenant: str | None
+    idempotency_key: str | None
+    attempts: int
+    max_attempts: int  # effective: the task's override or its queue's
+    timeout: float  # effective
+    last_status_code: int | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    task: Task
+    created: bool  # False: an existing task matched the idempotency key
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedTask:
+    """What the dispatcher needs to deliver one claimed task and judge its outcome."""
+
+    seq: int
+    id: str
+    queue: str
+    url: str
+    method: str
+    headers: dict[str, str]
+    body: bytes
+    attempt: int  # number of this attempt, 1-based
+    max_attempts: int
+    timeout: float
+    min_backoff: float
+    max_backoff: float
+    lease_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """The outcome of one delivery attempt, ready to be recorded."""
+
+    task_seq: int
+    lease_token: str
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    status_code: int | None
+    error: str | None
+    response: bytes
+    outcome: Outcome
+    next_run_at: datetime | None = None  # required when outcome == "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    accepted: int
+    stale: int  # results refused because their lease was no longer current
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    task_id: str
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    status_code: int | None
+    error: str | None
+    duration_ms: float
+    response: bytes
+    stale: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    tasks: list[Task]
+    next_cursor: str | None
+
+
+def check_queue_config(config: QueueConfig) -> QueueConfig:
+    """Rules across fields; single-field bounds are checked where input is parsed."""
+    if config.min_backoff > config.max_backoff:
+        raise InvalidQueueConfig(
+            f"min_backoff ({config.min_backoff:g}s) must not exceed max_backoff ({config.max_backoff:g}s)"
+        )
+    return config

@@ -1,0 +1,100 @@
+"""The storage contract every backend implements.
+
+Methods are domain operations, not query execution: the dispatcher and the API never
+see SQL. Every method that reads or writes time takes ``now`` from the caller, so the
+core runs on an injectable clock and tests never sleep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from workly.models import (
+    Attempt,
+    AttemptResult,
+    ClaimedTask,
+    Enqueued,
+    NewTask,
+    Queue,
+    QueueConfig,
+    RecordSummary,
+    Task,
+    TaskStatus,
+)
+
+
+class Storage(Protocol):
+    dialect: str
+
+    async def migrate(self) -> list[int]:
+        """Apply pending migrations; return the versions applied."""
+
+    async def schema_version(self) -> int: ...
+
+    async def ping(self) -> None:
+        """Raise if the database cannot answer a trivial query."""
+
+    async def close(self) -> None: ...
+
+    # --- tasks -------------------------------------------------------------------
+    async def enqueue(self, queue: str, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        """Store tasks in one transaction, creating the queue with defaults if needed.
+
+        A task whose ``idempotency_key`` matches a stored task of the same queue (or an
+        earlier task of the same call) is not stored again: its entry carries the
+        existing task with ``created=False``. Results are in input order.
+        """
+
+    async def get_task(self, task_id: str) -> Task | None: ...
+
+    async def list_tasks(
+        self, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Task], int | None]:
+        """Tasks of a queue, newest first; the int is the cursor for the next page."""
+
+    async def list_attempts(self, task_id: str) -> list[Attempt]:
+        """Attempts of a task, oldest first. Raises TaskNotFound."""
+
+    async def cancel_task(self, task_id: str, now: datetime) -> Task:
+        """ready → canceled. Raises TaskNotFound or TaskStateConflict."""
+
+    async def retry_task(self, task_id: str, now: datetime) -> Task:
+        """failed|canceled → ready, due now, with a fresh attempt budget."""
+
+    # --- dispatch ----------------------------------------------------------------
+    async def claim_tasks(
+        self, limit: int, now: datetime, lease_token: str, lease_margin: float
+    ) -> list[ClaimedTask]:
+        """Claim up to ``limit`` due tasks from unpaused queues, in one statement.
+
+        Order: priority (high first), then run_at, then enqueue order. No queue gets
+        more tasks than ``max_concurrency`` minus its running tasks. Claimed tasks become
+        ``running`` with ``attempts`` incremented and a lease until
+        now + timeout + lease_margin held under ``lease_token``.
+        """
+
+    async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
+        """Record attempt outcomes in one transaction.
+
+        A result whose lease token no longer matches a running task is refused (stale):
+        its attempt is still kept, marked stale, and the task is left as it is.
+        """
+
+    # --- queues ------------------------------------------------------------------
+    async def get_queue(self, name: str) -> Queue | None: ...
+
+    async def list_queues(self) -> list[Queue]: ...
+
+    async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
+        """Create or replace a queue's config; the bool is True when it was created."""
+
+    async def update_queue(self, name: str, changes: Mapping[str, Any], now: datetime) -> Queue:
+        """Change some config fields atomically. Raises QueueNotFound."""
+
+    async def delete_queue(self, name: str) -> None:
+        """Delete a queue with its tasks and their attempts. Raises QueueNotFound."""
+
+    async def purge_queue(self, name: str) -> int:
+        """Delete a queue's ready tasks; return how many. Raises QueueNotFound."""

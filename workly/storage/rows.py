@@ -1,0 +1,124 @@
+"""Mapping database rows to domain objects, shared by both backends.
+
+Each backend passes its own decoders for the types the dialects store differently
+(times, header JSON, booleans); the field mapping itself lives here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol, cast
+
+from workly.models import TASK_STATUSES, Attempt, ClaimedTask, Queue, QueueConfig, Task, TaskStatus
+
+
+class Row(Protocol):
+    """A result row read by column name: asyncpg's Record and sqlite3.Row both are."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+class Decoders:
+    def __init__(self, time: Callable[[Any], datetime], headers: Callable[[Any], dict[str, str]]) -> None:
+        self.time = time
+        self.headers = headers
+
+
+def task_from_row(row: Row, dec: Decoders) -> Task:
+    return Task(
+        id=row["id"],
+        queue=row["queue"],
+        status=row["status"],
+        url=row["url"],
+        method=row["method"],
+        headers=dec.headers(row["headers"]),
+        body=bytes(row["body"]),
+        run_at=dec.time(row["run_at"]),
+        priority=row["priority"],
+        key=row["key"],
+        tenant=row["tenant"],
+        idempotency_key=row["idempotency_key"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        timeout=float(row["timeout"]),
+        last_status_code=row["last_status_code"],
+        last_error=row["last_error"],
+        created_at=dec.time(row["created_at"]),
+        updated_at=dec.time(row["updated_at"]),
+    )
+
+
+def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
+    return ClaimedTask(
+        seq=row["seq"],
+        id=row["id"],
+        queue=row["queue"],
+        url=row["url"],
+        method=row["method"],
+        headers=dec.headers(row["headers"]),
+        body=bytes(row["body"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        timeout=float(row["timeout"]),
+        min_backoff=float(row["min_backoff"]),
+        max_backoff=float(row["max_backoff"]),
+        lease_token=lease_token,
+    )
+
+
+def claim_order(row: Row) -> tuple[int, Any, int]:
+    """The claim's ORDER BY (priority DESC, run_at, seq) as a sort key."""
+    return (-row["priority"], row["run_at"], row["seq"])
+
+
+def attempt_from_row(row: Row, dec: Decoders) -> Attempt:
+    started = dec.time(row["started_at"])
+    finished = dec.time(row["finished_at"])
+    return Attempt(
+        task_id=row["task_id"],
+        attempt=row["attempt"],
+        started_at=started,
+        finished_at=finished,
+        status_code=row["status_code"],
+        error=row["error"],
+        duration_ms=round((finished - started).total_seconds() * 1000, 3),
+        response=bytes(row["response"]),
+        stale=bool(row["stale"]),
+    )
+
+
+def queue_config_from_row(row: Row) -> QueueConfig:
+    return QueueConfig(
+        max_concurrency=row["max_concurrency"],
+        rate_limit=row["rate_limit"],
+        max_attempts=row["max_attempts"],
+        min_backoff=float(row["min_backoff"]),
+        max_backoff=float(row["max_backoff"]),
+        timeout=float(row["timeout"]),
+        ordering=row["ordering"],
+        paused=bool(row["paused"]),
+    )
+
+
+def queue_from_row(row: Row, counts: Mapping[str, int], dec: Decoders) -> Queue:
+    return Queue(
+        name=row["name"],
+        config=queue_config_from_row(row),
+        counts=cast(dict[TaskStatus, int], dict(counts)),
+        created_at=dec.time(row["created_at"]),
+        updated_at=dec.time(row["updated_at"]),
+    )
+
+
+def counts_by_queue(rows: Sequence[Row]) -> dict[str, dict[str, int]]:
+    """``count_tasks`` rows → {queue: {status: n}} with every status present."""
+    result: dict[str, dict[str, int]] = {}
+    for row in rows:
+        per_status = result.setdefault(row["queue"], dict.fromkeys(TASK_STATUSES, 0))
+        per_status[row["status"]] = row["n"]
+    return result
+
+
+def empty_counts() -> dict[str, int]:
+    return dict.fromkeys(TASK_STATUSES, 0)

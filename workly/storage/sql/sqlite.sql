@@ -1,0 +1,174 @@
+-- Workly queries for SQLite. Every query named here exists in postgres.sql too, except
+-- the parts of a query (named <query>_<part>) that SQLite runs as several statements.
+-- Times are integer microseconds since the epoch; :now comes from the caller.
+-- All writes run on the single writer connection inside BEGIN IMMEDIATE.
+
+-- name: ensure_queue
+INSERT INTO queues (name, created_at, updated_at) VALUES (:queue, :now, :now)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: insert_tasks
+-- Run with executemany inside one transaction: in-process, so no round trip per row.
+INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
+                   idempotency_key, max_attempts, timeout, created_at, updated_at)
+VALUES (:id, :queue, 'ready', :url, :method, :headers, :body, coalesce(:run_at, :now), :priority,
+        :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now);
+
+-- name: get_tasks_by_ids
+SELECT * FROM task_view WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: get_tasks_by_idempotency_keys
+SELECT * FROM task_view
+WHERE queue = :queue AND idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- name: get_task
+SELECT * FROM task_view WHERE id = :id;
+
+-- name: list_tasks
+SELECT * FROM task_view WHERE queue = :queue AND seq < :before ORDER BY seq DESC LIMIT :limit;
+
+-- name: list_tasks_by_status
+SELECT * FROM task_view
+WHERE queue = :queue AND status = :status AND seq < :before
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: list_attempts
+SELECT t.id AS task_id, a.attempt, a.started_at, a.finished_at, a.status_code, a.error,
+       a.response, a.stale
+FROM attempts a JOIN tasks t ON t.seq = a.task_seq
+WHERE t.id = :id
+ORDER BY a.id;
+
+-- name: cancel_task
+UPDATE tasks SET status = 'canceled', updated_at = :now
+WHERE id = :id AND status = 'ready'
+RETURNING seq;
+
+-- name: retry_task
+UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, updated_at = :now
+WHERE id = :id AND status IN ('failed', 'canceled')
+RETURNING seq;
+
+-- name: claim_tasks_open_queues
+-- SQLite cannot take a LIMIT from an outer row (no LATERAL), so the claim is three
+-- statements in one BEGIN IMMEDIATE transaction: queues with free concurrency, each
+-- one's head of line from tasks_claim, then one UPDATE of the best of those. It is
+-- in-process, so the extra statements cost no round trips, and every scan is bounded
+-- by the batch size, never by the backlog.
+SELECT name, free
+FROM (
+    SELECT q.name,
+           q.max_concurrency - (SELECT count(*) FROM tasks r
+                                WHERE r.queue = q.name AND r.status = 'running') AS free
+    FROM queues q
+    WHERE q.paused = 0
+)
+WHERE free > 0;
+
+-- name: claim_tasks_candidates
+SELECT seq, priority, run_at
+FROM tasks INDEXED BY tasks_claim
+WHERE queue = :queue AND status = 'ready' AND run_at <= :now
+ORDER BY priority DESC, run_at, seq
+LIMIT :limit;
+
+-- name: claim_tasks
+UPDATE tasks
+SET status = 'running',
+    attempts = attempts + 1,
+    lease_token = :lease_token,
+    lease_expires_at = :now + CAST(
+        (coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) + :lease_margin)
+        * 1000000 AS INTEGER),
+    updated_at = :now
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+RETURNING seq, id, queue, url, method, headers, body, attempts AS attempt,
+          coalesce(max_attempts, (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
+              AS max_attempts,
+          coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) AS timeout,
+          (SELECT q.min_backoff FROM queues q WHERE q.name = tasks.queue) AS min_backoff,
+          (SELECT q.max_backoff FROM queues q WHERE q.name = tasks.queue) AS max_backoff,
+          priority, run_at;
+
+-- name: record_results
+-- The fence: only tasks still running under the result's lease token are updated.
+UPDATE tasks
+SET status = CASE r.outcome WHEN 'retry' THEN 'ready' ELSE r.outcome END,
+    run_at = CASE r.outcome WHEN 'retry' THEN r.next_run_at ELSE tasks.run_at END,
+    last_status_code = r.status_code,
+    last_error = r.error,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = :now
+FROM (
+    SELECT value ->> '$.task_seq' AS task_seq, value ->> '$.lease_token' AS lease_token,
+           value ->> '$.outcome' AS outcome, value ->> '$.next_run_at' AS next_run_at,
+           value ->> '$.status_code' AS status_code, value ->> '$.error' AS error
+    FROM json_each(:results)
+) AS r
+WHERE tasks.seq = r.task_seq AND tasks.lease_token = r.lease_token AND tasks.status = 'running'
+RETURNING tasks.seq;
+
+-- name: record_results_attempts
+INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
+SELECT :task_seq, :attempt, :started_at, :finished_at, :status_code, :error, :response, :stale
+WHERE EXISTS (SELECT 1 FROM tasks WHERE seq = :task_seq);
+
+-- name: get_queue
+SELECT * FROM queues WHERE name = :name;
+
+-- name: get_queue_for_update
+-- The writer connection's BEGIN IMMEDIATE already excludes every other writer.
+SELECT * FROM queues WHERE name = :name;
+
+-- name: list_queues
+SELECT * FROM queues ORDER BY name;
+
+-- name: count_tasks_of_queue
+SELECT queue, status, count(*) AS n FROM tasks WHERE queue = :queue GROUP BY queue, status;
+
+-- name: count_tasks
+SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
+
+-- name: put_queue
+INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
+                    timeout, ordering, paused, created_at, updated_at)
+VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff,
+        :timeout, :ordering, :paused, :now, :now)
+ON CONFLICT (name) DO UPDATE
+SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
+    max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
+    max_backoff = excluded.max_backoff, timeout = excluded.timeout,
+    ordering = excluded.ordering, paused = excluded.paused, updated_at = excluded.updated_at;
+
+-- name: update_queue
+UPDATE queues
+SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts,
+    min_backoff = :min_backoff, max_backoff = :max_backoff, timeout = :timeout,
+    ordering = :ordering, paused = :paused, updated_at = :now
+WHERE name = :name;
+
+-- name: delete_queue
+DELETE FROM queues WHERE name = :name RETURNING name;
+
+-- name: purge_queue
+DELETE FROM tasks WHERE queue = :queue AND status = 'ready';
+
+-- name: ping
+SELECT 1;
+
+-- name: create_schema_version
+CREATE TABLE IF NOT EXISTS schema_version (
+    version    INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+-- name: lock_migrations
+-- Migrations run inside BEGIN IMMEDIATE, which already excludes other writers.
+SELECT 1;
+
+-- name: get_schema_version
+SELECT coalesce(max(version), 0) AS version FROM schema_version;
+
+-- name: set_schema_version
+INSERT INTO schema_version (version) VALUES (:version);
