@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import typer
 import uvicorn
 from pydantic import ValidationError
@@ -47,7 +50,10 @@ def _dev_secret(db: Path) -> str:
         return from_env
     secret_file = db.with_name(db.name + ".signing-secret")
     if secret_file.exists():
-        return secret_file.read_text().strip()
+        stored = secret_file.read_text().strip()
+        if not stored:
+            _fail(f"{secret_file} is empty: delete it and a new secret is generated")
+        return stored
     secret = generate_secret()
     secret_file.parent.mkdir(parents=True, exist_ok=True)
     secret_file.touch(mode=0o600)
@@ -61,15 +67,15 @@ def dev(
     port: Annotated[int, typer.Option(help="port to listen on")] = 7337,
     db: Annotated[Path, typer.Option(help="SQLite database file")] = Path("./workly.db"),
 ) -> None:
-    """Run on SQLite, one process, loopback targets allowed: for development and small installs."""
+    """Run on SQLite in one process: for development and small installs."""
     db = db.resolve()
     secret = _dev_secret(db)
-    settings = _settings(database_url=f"sqlite:///{db}", signing_secret=secret, allow_loopback=True)
+    settings = _settings(database_url=f"sqlite:///{db}", signing_secret=secret)
     _check_secrets(settings)
     _configure_logging(settings.log_level)
     typer.echo(f"workly dev: database {db}")
     typer.echo(f"workly dev: signing secret {settings.signing_secrets()[0]}")
-    typer.echo("workly dev: no API authentication (development mode); loopback targets allowed")
+    typer.echo("workly dev: no API authentication (development mode)")
     typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs)")
     from workly.api.app import create_app
 
@@ -87,7 +93,7 @@ def serve(
     if not settings.database_url:
         _fail("WORKLY_DATABASE_URL is not set (postgresql://user@host/db or sqlite:///path)")
     if not settings.signing_secrets():
-        _fail("WORKLY_SIGNING_SECRET is not set (whsec_<base64>; `python -m workly secret` makes one)")
+        _fail("WORKLY_SIGNING_SECRET is not set (whsec_<base64>; `workly secret` prints one)")
     _check_secrets(settings)
     if settings.database_url.startswith("sqlite:") and workers > 1:
         _fail("SQLite has a single writer: run one process (--workers 1) or use PostgreSQL")
@@ -109,7 +115,10 @@ def migrate() -> None:
     settings = _settings()
     if not settings.database_url:
         _fail("WORKLY_DATABASE_URL is not set")
-    applied, version = asyncio.run(_migrate(settings.database_url))
+    try:
+        applied, version = asyncio.run(_migrate(settings.database_url))
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, sqlite3.Error) as exc:
+        _fail(f"cannot migrate {_redacted(settings.database_url)}: {type(exc).__name__}: {exc}")
     typer.echo(
         f"applied {applied}; schema version {version}" if applied else f"up to date (version {version})"
     )
@@ -129,6 +138,14 @@ async def _migrate(url: str) -> tuple[list[int], int]:
         return await storage.migrate(), await storage.schema_version()
     finally:
         await storage.close()
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(":" + parts.password + "@", ":***@")))
 
 
 def _check_secrets(settings: Settings) -> None:

@@ -32,7 +32,6 @@ class Settings(BaseSettings):
     ready_stall_seconds: float = Field(
         default=10.0, gt=0, description="/health/ready fails when the dispatcher has not ticked for this long"
     )
-    allow_loopback: bool = Field(default=False, description="allow deliveries to loopback addresses")
     response_snippet_bytes: int = Field(default=2048, ge=0, description="response bytes kept per attempt")
     log_level: str = Field(default="info")
 

@@ -8,7 +8,6 @@ during a rotation.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import os
@@ -27,7 +26,7 @@ def decode_secret(secret: str) -> bytes:
         raise ConfigError("a signing secret must look like whsec_<base64>")
     try:
         key = base64.b64decode(secret.removeprefix(PREFIX), validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or non-ASCII text
         raise ConfigError(
             "a signing secret must look like whsec_<base64>: the base64 part is invalid"
         ) from None

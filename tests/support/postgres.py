@@ -63,11 +63,15 @@ def throwaway_cluster() -> Iterator[str]:
         shutil.chown(data, "postgres")
         run_as = ["runuser", "-u", "postgres", "--"]
     port = _free_port()
-    subprocess.run([*run_as, initdb, "-D", str(data), "-U", "postgres", "-A", "trust"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*run_as, initdb, "-D", str(data), "-U", "postgres", "-A", "trust"], check=True, capture_output=True
+    )
     opts = f"-p {port} -c listen_addresses=127.0.0.1 -k {data} -c fsync=off"
-    subprocess.run([*run_as, pg_ctl, "-D", str(data), "-o", opts, "-w", "-l", str(data / "log"), "start"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*run_as, pg_ctl, "-D", str(data), "-o", opts, "-w", "-l", str(data / "log"), "start"],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:

@@ -8,6 +8,9 @@ the first three requests to /flaky with those statuses, then 204. Verification u
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
@@ -32,12 +35,19 @@ class Receiver:
     def __init__(self, secret: str | None = None) -> None:
         self.requests: list[Received] = []
         self._scripts: dict[str, deque[int]] = defaultdict(deque)
-        self._verifier = Webhook(secret) if secret else None
+        self._delays: dict[str, float] = {}
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._secret = secret
         self._arrived = asyncio.Condition()
         self.base_url = ""
 
     def script(self, path: str, statuses: list[int]) -> None:
         self._scripts[path].extend(statuses)
+
+    def delay(self, path: str, seconds: float) -> None:
+        """Hold each request to ``path`` this long before answering."""
+        self._delays[path] = seconds
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -56,19 +66,41 @@ class Receiver:
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         headers = dict(request.headers)
-        verified = None
-        if self._verifier is not None:
-            try:
-                self._verifier.verify(body, headers)
-                verified = True
-            except WebhookVerificationError:
-                verified = False
+        verified = None if self._secret is None else _verify(self._secret, body, headers)
         self.requests.append(Received(request.method, request.path, headers, body, time.time(), verified))
         async with self._arrived:
             self._arrived.notify_all()
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self._delays.get(request.path, 0))
+        finally:
+            self.in_flight -= 1
         script = self._scripts.get(request.path)
         status = script.popleft() if script else 204
         return web.Response(status=status, text=None if status == 204 else f"status {status}")
+
+
+def _verify(secret: str, body: bytes, headers: dict[str, str]) -> bool:
+    """Verify as a receiver would: with the standardwebhooks library.
+
+    The library decodes the body as UTF-8 before signing, so it cannot check a body
+    that is not UTF-8; those are checked against the specification directly
+    (HMAC-SHA256 over "{id}.{timestamp}.{body bytes}").
+    """
+    try:
+        Webhook(secret).verify(body, headers, json_parse=False)
+        return True
+    except WebhookVerificationError:
+        return False
+    except UnicodeDecodeError:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        key = base64.b64decode(secret.removeprefix("whsec_"))
+        signed = f"{lowered['webhook-id']}.{lowered['webhook-timestamp']}.".encode() + body
+        expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+        return any(
+            hmac.compare_digest(part, "v1," + expected) for part in lowered["webhook-signature"].split(" ")
+        )
 
 
 @asynccontextmanager

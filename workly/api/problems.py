@@ -76,8 +76,10 @@ async def _on_validation(request: Request, exc: Exception) -> ProblemResponse:
     if any(error.get("type") == "json_invalid" for error in exc.errors()):
         return problem(400, "The request body is not valid JSON.", "malformed-json")
     content_type = request.headers.get("content-type")
-    if content_type and not is_json_type(content_type) and request.method in ("POST", "PUT", "PATCH"):
-        return problem(415, f"Send the body as JSON with content-type: application/json, not {content_type}.")
+    body_errors = any(tuple(error.get("loc", ()))[:1] == ("body",) for error in exc.errors())
+    if body_errors and not (content_type and is_json_type(content_type)):
+        sent = f"not {content_type}" if content_type else "the request had no content-type"
+        return problem(415, f"Send the body as JSON with content-type: application/json ({sent}).")
     errors = _validation_errors(exc)
     summary = "; ".join(f"{'.'.join(e['location'])}: {e['message']}" for e in errors[:5])
     return problem(422, f"The request is invalid: {summary}", "validation", errors=errors)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,23 +18,8 @@ def _content_type(headers: dict[str, str]) -> str | None:
     return header_value(headers, "content-type")
 
 
-def encode_body(task: TaskIn) -> tuple[dict[str, str], bytes]:
-    """The exact headers and body bytes to store, and later send, for this input."""
-    headers = dict(task.headers)
-    if task.body_base64 is not None:
-        return headers, base64.b64decode(task.body_base64)
-    if task.body is None:
-        return headers, b""
-    content_type = _content_type(headers)
-    if content_type is None:
-        headers["content-type"] = "application/json"
-    elif isinstance(task.body, str) and not is_json_type(content_type):
-        return headers, task.body.encode()
-    return headers, json.dumps(task.body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def new_task(task: TaskIn, now: datetime, idempotency_header: str | None = None) -> NewTask:
-    headers, body = encode_body(task)
+    headers, body = task.encoded
     run_at = task.run_at
     if task.delay is not None:
         run_at = now + timedelta(seconds=task.delay)
@@ -113,16 +99,7 @@ def attempt_json(attempt: Attempt) -> dict[str, Any]:
 
 
 def config_json(config: QueueConfig) -> dict[str, Any]:
-    return {
-        "max_concurrency": config.max_concurrency,
-        "rate_limit": config.rate_limit,
-        "max_attempts": config.max_attempts,
-        "min_backoff": config.min_backoff,
-        "max_backoff": config.max_backoff,
-        "timeout": config.timeout,
-        "ordering": config.ordering,
-        "paused": config.paused,
-    }
+    return asdict(config)
 
 
 def queue_json(queue: Queue) -> dict[str, Any]:
@@ -133,6 +110,9 @@ def queue_json(queue: Queue) -> dict[str, Any]:
         "created_at": _time(queue.created_at),
         "updated_at": _time(queue.updated_at),
     }
+
+
+_MAX_SEQ = 2**63 - 1  # sequences are signed 64-bit in both databases
 
 
 def encode_cursor(seq: int | None) -> str | None:
@@ -147,6 +127,6 @@ def decode_cursor(cursor: str) -> int:
     except (ValueError, UnicodeDecodeError):
         raise ValueError("invalid cursor") from None
     prefix, _, number = text.partition(":")
-    if prefix != "s" or not number.isdigit() or len(number) > 19:
+    if prefix != "s" or not number.isascii() or not number.isdigit() or int(number) > _MAX_SEQ:
         raise ValueError("invalid cursor")
     return int(number)

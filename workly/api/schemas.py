@@ -5,24 +5,57 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
+
+from workly.api.body import encode_body
 
 MAX_URL_LENGTH = 4096
+RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 MAX_BATCH = 1000
 MAX_HEADERS = 64
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _FORBIDDEN_VALUE_CHARS = re.compile(r"[\r\n\x00]")
 
-QueueName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
-ShortText = Annotated[str, Field(min_length=1, max_length=255)]
+# Keys are printable text: no control characters (PostgreSQL text cannot even hold NUL).
+ShortText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _reject_surrogates(value: Any) -> None:
+    """JSON may spell lone UTF-16 surrogates (\\ud800) that no UTF-8 text can hold.
+
+    Python's json module accepts them, and they would fail later (encoding the body,
+    storing in PostgreSQL, rendering the response), so they are refused up front.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            raise ValueError(
+                "text contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid Unicode"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _reject_surrogates(key)
+            _reject_surrogates(item)
+    elif isinstance(value, list):
+        for item in value:
+            _reject_surrogates(item)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        _reject_surrogates(data)
+        return data
 
 
 class TaskIn(_Strict):
@@ -43,6 +76,7 @@ class TaskIn(_Strict):
     idempotency_key: ShortText | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per attempt")
+    _encoded: tuple[dict[str, str], bytes] | None = PrivateAttr(default=None)
 
     @field_validator("url")
     @classmethod
@@ -92,18 +126,34 @@ class TaskIn(_Strict):
 
     @field_validator("run_at")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
+    def _aware_and_in_range(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
             raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
-        return value
+        try:
+            in_utc = value.astimezone(UTC)
+        except OverflowError:
+            in_utc = None
+        if in_utc is None or not RUN_AT_MIN <= in_utc < RUN_AT_MAX:
+            raise ValueError("run_at must fall in the years 1970 to 2999 (UTC)")
+        return in_utc
 
     @model_validator(mode="after")
-    def _exclusive(self) -> TaskIn:
+    def _exclusive_and_encoded(self) -> TaskIn:
         if "body" in self.model_fields_set and self.body_base64 is not None:
             raise ValueError("give either body or body_base64, not both")
         if self.delay is not None and self.run_at is not None:
             raise ValueError("give either delay or run_at, not both")
+        # Encoded once, here: a body that cannot be encoded is a 422, not a 500 later.
+        self._encoded = encode_body(self.headers, self.body, self.body_base64)
         return self
+
+    @property
+    def encoded(self) -> tuple[dict[str, str], bytes]:
+        """The headers and body bytes to store and send."""
+        assert self._encoded is not None
+        return self._encoded
 
 
 class TaskBatchIn(_Strict):

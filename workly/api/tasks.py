@@ -11,12 +11,22 @@ from workly.api import representation as rep
 from workly.api.problems import problem
 from workly.api.runtime import Runtime, get_runtime
 from workly.api.schemas import TaskBatchIn, TaskIn
+from workly.errors import TaskNotFound
 from workly.models import TaskStatus
 
 router = APIRouter(prefix="/v1", tags=["tasks"])
 
 QueuePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128)]
-TaskPath = Annotated[str, Path(max_length=64)]
+
+
+def _task_id(task_id: Annotated[str, Path(max_length=64)]) -> str:
+    # No task id holds NUL, and PostgreSQL text cannot: answer 404 here, not 500 there.
+    if "\x00" in task_id:
+        raise TaskNotFound(task_id)
+    return task_id
+
+
+TaskPath = Annotated[str, Depends(_task_id)]
 Rt = Annotated[Runtime, Depends(get_runtime)]
 
 

@@ -17,6 +17,7 @@ from workly.signing import Signer
 
 USER_AGENT = f"Workly/{__version__}"
 _CHUNK = 16384
+_NO_AUTO_HEADERS = ("Content-Type", "Accept", "Accept-Encoding")
 
 
 def new_session(max_connections: int) -> aiohttp.ClientSession:
@@ -46,8 +47,10 @@ class Deliverer:
             async with self._session.request(
                 task.method,
                 task.url,
-                data=task.body,
+                data=task.body or None,
                 headers=headers,
+                # Send the request as enqueued: no Content-Type or Accept* headers the caller did not set.
+                skip_auto_headers=_NO_AUTO_HEADERS,
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=task.timeout),
             ) as response:
@@ -65,6 +68,8 @@ class Deliverer:
             error = f"connection failed: {exc.os_error or exc}"
         except aiohttp.ClientError as exc:
             error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # e.g. a URL aiohttp cannot encode: a failed attempt, never a lost task
+            error = f"request failed: {type(exc).__name__}: {exc}"
         return DeliveryOutcome(started_at=started, finished_at=self._clock(), error=error)
 
     async def _read_snippet(self, response: aiohttp.ClientResponse) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -66,7 +66,7 @@ def split_pool_size(url: str) -> tuple[str, int]:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 class PostgresStorage:
@@ -207,8 +207,9 @@ class PostgresStorage:
             [r.next_run_at for r in results],
             now,
         )
-        stale = sum(1 for row in stale_flags if row["stale"])
-        return RecordSummary(accepted=len(results) - stale, stale=stale)
+        # Attempts of deleted tasks are not kept, so count what was accepted.
+        accepted = sum(1 for row in stale_flags if not row["stale"])
+        return RecordSummary(accepted=accepted, stale=len(results) - accepted)
 
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None:
@@ -258,13 +259,5 @@ class PostgresStorage:
 
 
 def _config_values(config: QueueConfig) -> tuple[Any, ...]:
-    return (
-        config.max_concurrency,
-        config.rate_limit,
-        config.max_attempts,
-        config.min_backoff,
-        config.max_backoff,
-        config.timeout,
-        config.ordering,
-        config.paused,
-    )
+    """The config in field order: the order of put_queue's and update_queue's parameters."""
+    return astuple(config)

@@ -12,8 +12,8 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import asdict, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,12 +43,17 @@ _MAX_SEQ = 2**63 - 1
 _MIN_SQLITE = (3, 38, 0)  # ->> operator, RETURNING, UPDATE … FROM
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def to_us(value: datetime) -> int:
-    return int(value.timestamp() * 1_000_000)
+    """Integer arithmetic: a float would lose microseconds far from 1970."""
+    return (value - _EPOCH) // _MICROSECOND
 
 
 def from_us(value: Any) -> datetime:
-    return datetime.fromtimestamp(int(value) / 1_000_000, tz=UTC)
+    return _EPOCH + timedelta(microseconds=int(value))
 
 
 def _as_headers(value: Any) -> dict[str, str]:
@@ -362,18 +367,7 @@ def _task_params(queue: str, task: NewTask, now_us: int) -> dict[str, Any]:
 
 
 def _config_params(name: str, config: QueueConfig, now: datetime) -> dict[str, Any]:
-    return {
-        "name": name,
-        "max_concurrency": config.max_concurrency,
-        "rate_limit": config.rate_limit,
-        "max_attempts": config.max_attempts,
-        "min_backoff": config.min_backoff,
-        "max_backoff": config.max_backoff,
-        "timeout": config.timeout,
-        "ordering": config.ordering,
-        "paused": config.paused,
-        "now": to_us(now),
-    }
+    return {**asdict(config), "name": name, "now": to_us(now)}
 
 
 def _split_statements(script: str) -> list[str]:

@@ -22,7 +22,7 @@ CREATE TABLE tasks (
                      CHECK (status IN ('ready', 'running', 'succeeded', 'failed', 'canceled')),
     url              text NOT NULL,
     method           text NOT NULL,
-    headers          jsonb NOT NULL,
+    headers          json NOT NULL,  -- json, not jsonb: keeps the caller's header order
     body             bytea NOT NULL,
     run_at           timestamptz NOT NULL,
     priority         integer NOT NULL DEFAULT 0,

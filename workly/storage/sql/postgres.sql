@@ -10,7 +10,7 @@ ON CONFLICT (name) DO NOTHING;
 -- (ON CONFLICT) and not returned; the caller then reads the existing ones.
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                    idempotency_key, max_attempts, timeout, created_at, updated_at)
-SELECT r.id, $1, 'ready', r.url, r.method, r.headers::jsonb, r.body, coalesce(r.run_at, $2),
+SELECT r.id, $1, 'ready', r.url, r.method, r.headers::json, r.body, coalesce(r.run_at, $2),
        r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, $2, $2
 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::timestamptz[],
             $9::int[], $10::text[], $11::text[], $12::text[], $13::int[], $14::float8[])

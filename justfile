@@ -1,0 +1,22 @@
+# Workly tasks. Each recipe uses the project's virtualenv in .venv
+# (create it with: python3 -m venv .venv && .venv/bin/pip install -e '.[dev]').
+
+venv := ".venv/bin"
+
+# Run on SQLite (./workly.db), one process
+dev *args:
+    {{venv}}/workly dev {{args}}
+
+# Run in production mode (needs WORKLY_DATABASE_URL and WORKLY_SIGNING_SECRET)
+serve *args:
+    {{venv}}/workly serve {{args}}
+
+# The whole test suite, lint and type checks included (tests/test_lint.py)
+test *args:
+    {{venv}}/python -m pytest {{args}}
+
+# ruff check, ruff format --check and mypy
+lint:
+    {{venv}}/python -m ruff check .
+    {{venv}}/python -m ruff format --check .
+    {{venv}}/python -m mypy

@@ -1,0 +1,149 @@
+"""The dispatcher over a real storage, real aiohttp and a real receiver on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from tests.storage.helpers import new
+from tests.support.receiver import running_receiver
+from tests.support.servers import TEST_SECRET
+from workly.clock import system_clock
+from workly.dispatch.deliverer import Deliverer, close_session, new_session
+from workly.dispatch.dispatcher import Dispatcher
+from workly.models import QueueConfig, Task
+from workly.signing import Signer
+from workly.storage.base import Storage
+
+
+@asynccontextmanager
+async def dispatching(storage: Storage, **options: float) -> AsyncIterator[Dispatcher]:
+    session = new_session(100)
+    dispatcher = Dispatcher(
+        storage, Deliverer(session, Signer([TEST_SECRET]), system_clock), system_clock, **options
+    )  # type: ignore[arg-type]
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        await dispatcher.stop()
+        await close_session(session)
+
+
+async def wait_until(check: Callable[[], object], timeout: float = 10.0) -> None:
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def task_status(storage: Storage, task_id: str) -> Task:
+    task = await storage.get_task(task_id)
+    assert task is not None
+    return task
+
+
+async def wait_for_status(storage: Storage, task_id: str, status: str, timeout: float = 10.0) -> Task:
+    async def poll() -> Task:
+        while (task := await task_status(storage, task_id)).status != status:
+            await asyncio.sleep(0.02)
+        return task
+
+    return await asyncio.wait_for(poll(), timeout)
+
+
+async def test_an_enqueue_wakes_the_dispatcher(storage: Storage) -> None:
+    async with (
+        running_receiver(TEST_SECRET) as receiver,
+        dispatching(storage, poll_interval=60) as dispatcher,
+    ):
+        await asyncio.sleep(0.05)  # the loop has claimed nothing and sleeps on its 60 s poll
+        task = new(url=receiver.url("/hook"), body=b"payload")
+        await storage.enqueue("q", [task], system_clock())
+        dispatcher.wake()
+        [request] = await receiver.wait_for("/hook", 1, timeout=10)
+    assert request.verified and request.body == b"payload"
+    assert request.headers["webhook-id"] == task.id
+
+
+async def test_results_are_recorded_and_retries_happen(storage: Storage) -> None:
+    async with running_receiver(TEST_SECRET) as receiver:
+        receiver.script("/flaky", [503, 500])
+        await storage.put_queue("q", QueueConfig(min_backoff=0.01, max_backoff=0.02), system_clock())
+        task = new(url=receiver.url("/flaky"))
+        await storage.enqueue("q", [task], system_clock())
+        async with dispatching(storage, poll_interval=0.05):
+            await receiver.wait_for("/flaky", 3)
+            await wait_until(lambda: receiver.in_flight == 0)
+        stored = await task_status(storage, task.id)
+        attempts = await storage.list_attempts(task.id)
+    assert (stored.status, stored.attempts) == ("succeeded", 3)
+    assert [a.status_code for a in attempts] == [503, 500, 204]
+    assert len({r.headers["webhook-id"] for r in receiver.at("/flaky")}) == 1
+
+
+async def test_the_global_in_flight_limit_holds(storage: Storage) -> None:
+    async with running_receiver() as receiver:
+        receiver.delay("/slow", 0.1)
+        await storage.put_queue("q", QueueConfig(max_concurrency=1000), system_clock())
+        await storage.enqueue("q", [new(url=receiver.url("/slow")) for _ in range(12)], system_clock())
+        async with dispatching(storage, max_in_flight=3, poll_interval=0.05):
+            await receiver.wait_for("/slow", 12)
+    assert receiver.peak_in_flight == 3
+
+
+async def test_the_queue_concurrency_limit_holds(storage: Storage) -> None:
+    async with running_receiver() as receiver:
+        receiver.delay("/slow", 0.05)
+        await storage.put_queue("q", QueueConfig(max_concurrency=2), system_clock())
+        await storage.enqueue("q", [new(url=receiver.url("/slow")) for _ in range(8)], system_clock())
+        async with dispatching(storage, max_in_flight=50, poll_interval=0.05):
+            await receiver.wait_for("/slow", 8)
+    assert receiver.peak_in_flight == 2
+
+
+async def test_connection_errors_become_failed_attempts(storage: Storage) -> None:
+    task = new(url="http://127.0.0.1:9/closed", max_attempts=1)  # port 9 (discard): refused
+    await storage.enqueue("q", [task], system_clock())
+    async with dispatching(storage, poll_interval=0.05):
+        await wait_for_status(storage, task.id, "failed")
+    [attempt] = await storage.list_attempts(task.id)
+    assert attempt.status_code is None
+    assert attempt.error is not None and attempt.error.startswith("connection failed")
+
+
+async def test_redirects_are_not_followed(storage: Storage) -> None:
+    async with running_receiver() as receiver:
+        receiver.script("/moved", [302])
+        task = new(url=receiver.url("/moved"), max_attempts=1)
+        await storage.enqueue("q", [task], system_clock())
+        async with dispatching(storage, poll_interval=0.05):
+            await receiver.wait_for("/moved", 1)
+            stored = await wait_for_status(storage, task.id, "failed")
+    assert (stored.status, stored.last_status_code) == ("failed", 302)
+    assert len(receiver.requests) == 1
+
+
+async def test_stop_ends_the_loop_and_health_sees_it(storage: Storage) -> None:
+    async with dispatching(storage, poll_interval=0.05) as dispatcher:
+        await asyncio.sleep(0.1)
+        assert dispatcher.alive(stall_seconds=5)
+    assert not dispatcher.alive(stall_seconds=5)
+
+
+async def test_the_request_goes_out_as_enqueued(storage: Storage) -> None:
+    async with running_receiver(TEST_SECRET) as receiver:
+        raw = new(url=receiver.url("/raw?x=1"), method="PUT", headers={"X-Custom": "a b"}, body=b"\x00\xff")
+        empty = new(url=receiver.url("/empty"), method="GET")
+        await storage.enqueue("q", [raw, empty], system_clock())
+        async with dispatching(storage, poll_interval=0.05):
+            [got_raw] = await receiver.wait_for("/raw", 1)
+            [got_empty] = await receiver.wait_for("/empty", 1)
+    assert (got_raw.method, got_raw.body, got_raw.headers["X-Custom"]) == ("PUT", b"\x00\xff", "a b")
+    assert "Content-Type" not in got_raw.headers  # none was enqueued, none is invented
+    assert got_raw.verified
+    assert (got_empty.method, got_empty.body) == ("GET", b"")
+    assert "Content-Type" not in got_empty.headers
+    assert got_empty.headers["User-Agent"].startswith("Workly/")

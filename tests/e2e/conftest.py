@@ -1,0 +1,141 @@
+"""Fixtures for the end-to-end tests: the real ``workly`` CLI as a subprocess, a receiver, a client.
+
+``workly_server`` is parametrised over the two ways Workly runs: ``workly dev`` (SQLite in
+tmp_path) and ``workly serve`` (a fresh PostgreSQL database), so every test that uses it
+checks both. Deliveries only ever go to the local receiver on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.receiver import Receiver, running_receiver
+from tests.support.servers import TEST_SECRET, free_port, workly_process
+
+POLL_INTERVAL = "0.2"
+TERMINAL = frozenset({"succeeded", "failed", "canceled"})
+
+
+def clean_env(**env: str) -> dict[str, str]:
+    """This process's environment without any WORKLY_* variable, plus ``env``."""
+    base = {name: value for name, value in os.environ.items() if not name.startswith("WORKLY_")}
+    return {**base, **env}
+
+
+def drop_workly_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``workly_process`` merges os.environ into the child's: keep the parent's WORKLY_* out."""
+    for name in list(os.environ):
+        if name.startswith("WORKLY_"):
+            monkeypatch.delenv(name)
+
+
+@dataclass
+class WorklyServer:
+    command: str  # "dev" or "serve"
+    base_url: str
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def dev_args(db: Path, port: int) -> list[str]:
+    return ["dev", "--db", str(db), "--port", str(port)]
+
+
+def serve_args(port: int) -> list[str]:
+    return ["serve", "--host", "127.0.0.1", "--port", str(port)]
+
+
+@pytest.fixture(params=["dev", pytest.param("serve", marks=pytest.mark.postgres)])
+def workly_server(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WorklyServer]:
+    """The real CLI: ``workly dev`` on SQLite, or ``workly serve`` on a fresh Postgres database."""
+    command: str = request.param
+    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_POLL_INTERVAL": POLL_INTERVAL}
+    port = free_port()
+    if command == "dev":
+        args = dev_args(tmp_path / "workly.db", port)
+    else:
+        # Resolved before the WORKLY_* variables go: pg_server may read WORKLY_TEST_DATABASE_URL.
+        env["WORKLY_DATABASE_URL"] = request.getfixturevalue("pg_fresh_db")
+        args = serve_args(port)
+    drop_workly_env(monkeypatch)
+    log = tmp_path / f"workly-{command}.log"
+    with workly_process(args, env, port, log) as base_url:
+        yield WorklyServer(command, base_url, log)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with running_receiver(TEST_SECRET) as running:
+        yield running
+
+
+@dataclass
+class E2E:
+    server: WorklyServer
+    receiver: Receiver
+    client: httpx.AsyncClient
+
+
+@pytest.fixture
+async def e2e(workly_server: WorklyServer, receiver: Receiver) -> AsyncIterator[E2E]:
+    """A running server, a receiver and an API client. The receiver stops before the server does,
+    so deliveries still in flight at teardown fail fast instead of stalling the shutdown."""
+    async with httpx.AsyncClient(base_url=workly_server.base_url, timeout=10) as client:
+        yield E2E(workly_server, receiver, client)
+
+
+async def enqueue(client: httpx.AsyncClient, queue: str, task: dict[str, Any]) -> dict[str, Any]:
+    response = await client.post(f"/v1/queues/{queue}/tasks", json=task)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def put_queue(client: httpx.AsyncClient, queue: str, **config: Any) -> dict[str, Any]:
+    response = await client.put(f"/v1/queues/{queue}", json=config)
+    assert response.status_code in (200, 201), response.text
+    stored: dict[str, Any] = response.json()
+    return stored
+
+
+async def get_task(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v1/tasks/{task_id}")
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()
+    return task
+
+
+async def get_attempts(client: httpx.AsyncClient, task_id: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/v1/tasks/{task_id}/attempts")
+    assert response.status_code == 200, response.text
+    attempts: list[dict[str, Any]] = response.json()["attempts"]
+    return attempts
+
+
+async def wait_for_status(
+    client: httpx.AsyncClient, task_id: str, status: str, timeout: float = 15.0
+) -> dict[str, Any]:
+    """Poll the task until it has ``status``; fail at once if it ends in another terminal status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        task = await get_task(client, task_id)
+        if task["status"] == status:
+            return task
+        if task["status"] in TERMINAL:
+            pytest.fail(f"task {task_id} ended {task['status']!r}, expected {status!r}: {task}")
+        if time.monotonic() >= deadline:
+            pytest.fail(f"task {task_id} not {status!r} after {timeout}s: {task}")
+        await asyncio.sleep(0.05)

@@ -1,0 +1,128 @@
+"""The real CLI refuses bad configuration with exit code 2 and a one-line reason; `migrate` is idempotent.
+
+Each run gets an environment without the parent's WORKLY_* variables, so only what the
+test sets counts. None of these ever reaches the point of listening.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import clean_env
+from tests.support.servers import TEST_SECRET, free_port
+
+pytestmark = pytest.mark.e2e
+
+PG_URL = "postgresql://postgres@127.0.0.1:1/never_connected"  # never reached: config fails first
+
+
+def workly(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workly", *args],
+        env=clean_env(**env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def serve(cwd: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return workly("serve", "--host", "127.0.0.1", "--port", str(free_port()), *extra, cwd=cwd, **env)
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], *mentions: str) -> str:
+    """Exit 2, one line on stderr naming each of ``mentions``, no traceback."""
+    assert result.returncode == 2, f"exit {result.returncode}\nstdout:{result.stdout}\nstderr:{result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line reason, got:\n{result.stderr}"
+    for mention in mentions:
+        assert mention in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    return lines[0]
+
+
+def test_serve_without_database_url(tmp_path: Path) -> None:
+    result = serve(tmp_path, WORKLY_SIGNING_SECRET=TEST_SECRET)
+    assert_refused(result, "WORKLY_DATABASE_URL")
+
+
+def test_serve_without_signing_secret(tmp_path: Path) -> None:
+    result = serve(tmp_path, WORKLY_DATABASE_URL=PG_URL)
+    assert_refused(result, "WORKLY_SIGNING_SECRET")
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        pytest.param("not-a-secret", id="no-prefix"),
+        pytest.param("whsec_***not base64***", id="bad-base64"),
+        pytest.param("whsec_c2hvcnQ=", id="too-short"),
+        pytest.param(f"{TEST_SECRET} whsec_", id="second-of-two-empty"),
+        pytest.param(
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSé",
+            id="non-ascii",
+        ),
+    ],
+)
+def test_serve_with_a_malformed_signing_secret(tmp_path: Path, secret: str) -> None:
+    result = serve(tmp_path, WORKLY_DATABASE_URL=PG_URL, WORKLY_SIGNING_SECRET=secret)
+    assert_refused(result, "WORKLY_SIGNING_SECRET")
+
+
+def test_serve_with_an_unknown_database_scheme(tmp_path: Path) -> None:
+    result = serve(tmp_path, WORKLY_DATABASE_URL="mysql://db/x", WORKLY_SIGNING_SECRET=TEST_SECRET)
+    assert_refused(result, "WORKLY_DATABASE_URL")
+
+
+def test_serve_refuses_several_workers_on_sqlite(tmp_path: Path) -> None:
+    db = tmp_path / "workly.db"
+    result = serve(
+        tmp_path, "--workers", "2", WORKLY_DATABASE_URL=f"sqlite:///{db}", WORKLY_SIGNING_SECRET=TEST_SECRET
+    )
+    reason = assert_refused(result, "SQLite")
+    assert "workers" in reason
+    assert not db.exists()
+
+
+def test_dev_with_a_malformed_signing_secret(tmp_path: Path) -> None:
+    args = ["dev", "--db", str(tmp_path / "w.db"), "--port", str(free_port())]
+    result = workly(*args, cwd=tmp_path, WORKLY_SIGNING_SECRET="whsec_nope")
+    assert_refused(result, "WORKLY_SIGNING_SECRET")
+
+
+@pytest.mark.postgres
+def test_migrate_applies_then_reports_up_to_date(tmp_path: Path, pg_fresh_db: str) -> None:
+    first = workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL=pg_fresh_db)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("applied ")
+    assert "up to date" not in first.stdout
+
+    second = workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL=pg_fresh_db)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.startswith("up to date")
+    version = first.stdout.strip().rsplit(" ", 1)[-1]
+    assert second.stdout.strip() == f"up to date (version {version})"
+
+
+def test_migrate_without_database_url(tmp_path: Path) -> None:
+    assert_refused(workly("migrate", cwd=tmp_path), "WORKLY_DATABASE_URL")
+
+
+def test_migrate_against_an_unreachable_database_names_it_without_the_password(tmp_path: Path) -> None:
+    url = "postgresql://app:hunter2@127.0.0.1:1/never_connected"  # port 1: refused at once
+    reason = assert_refused(workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL=url), "cannot migrate")
+    assert "hunter2" not in reason
+    assert "app:***@127.0.0.1:1" in reason
+
+
+def test_dev_with_an_empty_stored_secret(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    (tmp_path / "w.db.signing-secret").write_text("")
+    result = workly("dev", "--db", str(db), "--port", str(free_port()), cwd=tmp_path)
+    assert_refused(result, "w.db.signing-secret", "empty")

@@ -1,0 +1,177 @@
+"""The storage contract, queue side and concurrency: every test runs on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from workly.errors import InvalidQueueConfig, QueueNotFound
+from workly.models import QueueConfig
+from workly.storage.base import Storage
+from workly.storage.postgres import PostgresStorage
+from workly.storage.sqlite import SqliteStorage
+
+MARGIN = 30.0
+
+
+async def test_first_enqueue_creates_the_queue_with_defaults(storage: Storage, clock: FakeClock) -> None:
+    assert await storage.get_queue("fresh") is None
+    await storage.enqueue("fresh", [new(), new()], clock())
+    queue = await storage.get_queue("fresh")
+    assert queue is not None
+    assert queue.config == QueueConfig()
+    assert queue.counts == {"ready": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}
+
+
+async def test_put_creates_then_replaces(storage: Storage, clock: FakeClock) -> None:
+    config = QueueConfig(max_concurrency=7, rate_limit=2.5, max_attempts=3, timeout=5, ordering="key")
+    queue, created = await storage.put_queue("q", config, clock())
+    assert created and queue.config == config
+    queue, created = await storage.put_queue("q", QueueConfig(paused=True), clock.advance(1))
+    assert not created
+    assert queue.config == QueueConfig(paused=True)
+    assert queue.updated_at == clock() and queue.created_at < clock()
+
+
+async def test_update_changes_only_the_given_fields(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(rate_limit=10, max_attempts=4), clock())
+    queue = await storage.update_queue("q", {"max_concurrency": 9, "rate_limit": None}, clock())
+    assert queue.config == QueueConfig(max_concurrency=9, rate_limit=None, max_attempts=4)
+    with pytest.raises(InvalidQueueConfig):
+        await storage.update_queue("q", {"min_backoff": 10, "max_backoff": 5}, clock())
+    unchanged = await storage.get_queue("q")
+    assert unchanged is not None and unchanged.config.min_backoff == 1.0
+    with pytest.raises(QueueNotFound):
+        await storage.update_queue("missing", {"paused": True}, clock())
+
+
+async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> None:
+    await storage.enqueue("b", [new()], clock())
+    await storage.enqueue("a", [new(), new()], clock())
+    await storage.put_queue("c", QueueConfig(), clock())
+    await storage.claim_tasks(1, clock(), token(), MARGIN)
+    queues = await storage.list_queues()
+    assert [q.name for q in queues] == ["a", "b", "c"]
+    assert sum(q.counts["running"] for q in queues) == 1
+    assert sum(q.counts["ready"] for q in queues) == 2
+    assert queues[2].counts == dict.fromkeys(queues[2].counts, 0)
+
+
+async def test_paused_queue_is_not_claimed(storage: Storage, clock: FakeClock) -> None:
+    await storage.enqueue("q", [new()], clock())
+    await storage.update_queue("q", {"paused": True}, clock())
+    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    await storage.update_queue("q", {"paused": False}, clock())
+    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
+
+
+async def test_max_concurrency_counts_running_tasks(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=2), clock())
+    await storage.enqueue("q", [new() for _ in range(5)], clock())
+    first = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert len(first) == 2
+    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    await storage.record_results([result_for(first[0], clock(), "succeeded")], clock())
+    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
+
+
+async def test_a_full_queue_does_not_block_another(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("busy", QueueConfig(max_concurrency=1), clock())
+    await storage.enqueue("busy", [new() for _ in range(5)], clock())
+    quiet = new()
+    await storage.enqueue("quiet", [quiet], clock())
+    claimed = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert sorted(c.queue for c in claimed) == ["busy", "quiet"]
+
+
+async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) -> None:
+    await storage.enqueue("q", [new() for _ in range(4)], clock())
+    [running] = await storage.claim_tasks(1, clock(), token(), MARGIN)
+    assert await storage.purge_queue("q") == 3
+    queue = await storage.get_queue("q")
+    assert queue is not None
+    assert (queue.counts["ready"], queue.counts["running"]) == (0, 1)
+    assert await storage.get_task(running.id) is not None
+    with pytest.raises(QueueNotFound):
+        await storage.purge_queue("missing")
+
+
+async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage, clock: FakeClock) -> None:
+    task = new()
+    await storage.enqueue("q", [task], clock())
+    [claimed] = await storage.claim_tasks(1, clock(), token(), MARGIN)
+    await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
+    await storage.delete_queue("q")
+    assert await storage.get_queue("q") is None
+    assert await storage.get_task(task.id) is None
+    with pytest.raises(QueueNotFound):
+        await storage.delete_queue("q")
+
+
+async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: FakeClock) -> None:
+    tasks = [new() for _ in range(7)]
+    for task in tasks:
+        await storage.enqueue("q", [task], clock())
+    await storage.cancel_task(tasks[2].id, clock())
+    seen, cursor = [], None
+    while True:
+        page, cursor = await storage.list_tasks("q", None, 3, cursor)
+        seen.extend(t.id for t in page)
+        if cursor is None:
+            break
+    assert seen == [t.id for t in reversed(tasks)]
+    canceled, cursor = await storage.list_tasks("q", "canceled", 3, None)
+    assert ([t.id for t in canceled], cursor) == ([tasks[2].id], None)
+    with pytest.raises(QueueNotFound):
+        await storage.list_tasks("missing", None, 3, None)
+
+
+async def _second_storage(storage: Storage, database_url: str) -> Storage:
+    """Another handle on the same database: a separate pool, as another process has."""
+    if isinstance(storage, PostgresStorage):
+        return await PostgresStorage.open(database_url)
+    return await SqliteStorage.open(database_url)
+
+
+async def test_concurrent_claimers_never_share_a_task(
+    storage: Storage, database_url: str, clock: FakeClock
+) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=10_000), clock())
+    await storage.enqueue("q", [new() for _ in range(400)], clock())
+    other = await _second_storage(storage, database_url)
+    try:
+        claimers = [storage, other] * 4
+
+        async def drain(claimer: Storage) -> list[str]:
+            ids: list[str] = []
+            while batch := await claimer.claim_tasks(7, clock(), token(), MARGIN):
+                ids.extend(c.id for c in batch)
+            return ids
+
+        claimed = await asyncio.gather(*(drain(c) for c in claimers))
+    finally:
+        await other.close()
+    every = [task_id for ids in claimed for task_id in ids]
+    assert len(every) == 400
+    assert len(set(every)) == 400
+
+
+async def test_concurrent_duplicate_enqueues_store_one_task(
+    storage: Storage, database_url: str, clock: FakeClock
+) -> None:
+    other = await _second_storage(storage, database_url)
+    try:
+        enqueuers = [storage, other] * 10
+        entries = await asyncio.gather(
+            *(e.enqueue("q", [new(idempotency_key="same")], clock()) for e in enqueuers)
+        )
+    finally:
+        await other.close()
+    flat = [entry for batch in entries for entry in batch]
+    assert sum(entry.created for entry in flat) == 1
+    assert len({entry.task.id for entry in flat}) == 1
+    queue = await storage.get_queue("q")
+    assert queue is not None and queue.counts["ready"] == 1

@@ -1,0 +1,232 @@
+"""The storage contract, task side: every test runs on SQLite and on PostgreSQL.
+
+Same semantics, not only the same method names (seed 001: a Postgres claim that
+ignored null run_at while SQLite treated it as due).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from workly.errors import TaskNotFound, TaskStateConflict
+from workly.models import QueueConfig
+from workly.storage.base import Storage
+
+MARGIN = 30.0
+
+
+async def test_enqueue_returns_the_stored_task(storage: Storage, clock: FakeClock) -> None:
+    task = new(method="PUT", headers={"x-a": "1"}, body=b"\x00\xffraw", priority=3, key="k", tenant="t")
+    [stored] = await storage.enqueue("q", [task], clock())
+    assert stored.created
+    got = stored.task
+    assert (got.id, got.queue, got.status, got.method, got.body) == (
+        task.id,
+        "q",
+        "ready",
+        "PUT",
+        b"\x00\xffraw",
+    )
+    assert (got.headers, got.priority, got.key, got.tenant) == ({"x-a": "1"}, 3, "k", "t")
+    assert got.attempts == 0
+    assert got.max_attempts == 10  # the queue default fills in
+    assert got.timeout == 30.0
+    assert got.created_at == clock()
+    assert await storage.get_task(task.id) == got
+
+
+async def test_null_run_at_is_due_now(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new(run_at=None)], clock())
+    assert stored.task.run_at == clock()
+    claimed = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert [c.id for c in claimed] == [stored.task.id]
+
+
+async def test_a_task_is_not_claimed_before_it_is_due(storage: Storage, clock: FakeClock) -> None:
+    later = new(run_at=clock() + timedelta(seconds=60))
+    await storage.enqueue("q", [later], clock())
+    assert await storage.claim_tasks(10, clock.advance(59.999), token(), MARGIN) == []
+    claimed = await storage.claim_tasks(10, clock.advance(0.001), token(), MARGIN)
+    assert [c.id for c in claimed] == [later.id]
+
+
+async def test_higher_priority_first_then_fifo(storage: Storage, clock: FakeClock) -> None:
+    tasks = [new(priority=p) for p in (0, 5, 0, 5, -1, 0)]
+    for task in tasks:  # one at a time: enqueue order is the FIFO order
+        await storage.enqueue("q", [task], clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
+    claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    expected = [tasks[1], tasks[3], tasks[0], tasks[2], tasks[5], tasks[4]]
+    assert [c.id for c in claimed] == [t.id for t in expected]
+
+
+async def test_fifo_within_one_batch_enqueue(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
+    tasks = [new() for _ in range(20)]
+    await storage.enqueue("q", tasks, clock())
+    claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    assert [c.id for c in claimed] == [t.id for t in tasks]
+
+
+async def test_claim_respects_the_batch_limit(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
+    await storage.enqueue("q", [new() for _ in range(10)], clock())
+    first = await storage.claim_tasks(4, clock(), token(), MARGIN)
+    second = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    assert len(first) == 4
+    assert len(second) == 6
+    assert not {c.id for c in first} & {c.id for c in second}
+
+
+async def test_claim_marks_running_and_counts_the_attempt(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new(max_attempts=4, timeout=2.5)], clock())
+    lease = token()
+    [claimed] = await storage.claim_tasks(10, clock(), lease, MARGIN)
+    assert (claimed.attempt, claimed.max_attempts, claimed.timeout) == (1, 4, 2.5)
+    assert (claimed.min_backoff, claimed.max_backoff, claimed.lease_token) == (1.0, 3600.0, lease)
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.attempts) == ("running", 1)
+    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+
+
+async def test_success_is_recorded_with_its_attempt(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new()], clock())
+    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    summary = await storage.record_results([result_for(claimed, clock(), "succeeded", 204)], clock())
+    assert (summary.accepted, summary.stale) == (1, 0)
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.last_status_code, task.last_error) == ("succeeded", 204, None)
+    [attempt] = await storage.list_attempts(stored.task.id)
+    assert (attempt.attempt, attempt.status_code, attempt.stale) == (1, 204, False)
+    assert attempt.response == b"response body"
+    assert attempt.duration_ms == 7.0
+
+
+async def test_retry_returns_the_task_at_its_next_run_at(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new()], clock())
+    [first] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.record_results([result_for(first, clock(), "retry", 500, retry_in=5)], clock())
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.attempts, task.last_status_code) == ("ready", 1, 500)
+    assert task.run_at == clock() + timedelta(seconds=5)
+    assert await storage.claim_tasks(10, clock.advance(4.9), token(), MARGIN) == []
+    [second] = await storage.claim_tasks(10, clock.advance(0.1), token(), MARGIN)
+    assert second.attempt == 2
+    await storage.record_results([result_for(second, clock(), "succeeded", 200)], clock())
+    attempts = await storage.list_attempts(stored.task.id)
+    assert [(a.attempt, a.status_code) for a in attempts] == [(1, 500), (2, 200)]
+
+
+async def test_failure_is_final(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new()], clock())
+    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.record_results([result_for(claimed, clock(), "failed", 410)], clock())
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.last_status_code, task.last_error) == ("failed", 410, "HTTP 410")
+    assert await storage.claim_tasks(10, clock.advance(3600), token(), MARGIN) == []
+
+
+async def test_a_result_under_a_foreign_lease_is_refused(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new()], clock())
+    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    stale = result_for(claimed, clock(), "failed", 500, lease_token=token())
+    summary = await storage.record_results([stale], clock())
+    assert (summary.accepted, summary.stale) == (0, 1)
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert task.status == "running"  # the refused result changed nothing
+    [attempt] = await storage.list_attempts(stored.task.id)
+    assert attempt.stale
+    summary = await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
+    assert (summary.accepted, summary.stale) == (1, 0)
+
+
+async def test_a_second_result_for_one_lease_is_refused(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new()], clock())
+    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
+    summary = await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
+    assert summary.stale == 1
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert task.status == "succeeded"
+
+
+async def test_results_for_deleted_tasks_are_dropped(storage: Storage, clock: FakeClock) -> None:
+    await storage.enqueue("q", [new()], clock())
+    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.delete_queue("q")
+    summary = await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
+    assert (summary.accepted, summary.stale) == (0, 1)
+
+
+async def test_cancel_only_ready_tasks(storage: Storage, clock: FakeClock) -> None:
+    ready, running = new(), new()
+    await storage.enqueue("q", [running], clock())
+    await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.enqueue("q", [ready], clock())
+    canceled = await storage.cancel_task(ready.id, clock.advance(1))
+    assert (canceled.status, canceled.updated_at) == ("canceled", clock())
+    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    with pytest.raises(TaskStateConflict):
+        await storage.cancel_task(running.id, clock())
+    with pytest.raises(TaskStateConflict):
+        await storage.cancel_task(ready.id, clock())
+    with pytest.raises(TaskNotFound):
+        await storage.cancel_task("task_missing", clock())
+
+
+async def test_redrive_gives_a_fresh_attempt_budget(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new(max_attempts=1)], clock())
+    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
+    redriven = await storage.retry_task(stored.task.id, clock.advance(10))
+    assert (redriven.status, redriven.attempts, redriven.run_at) == ("ready", 0, clock())
+    [again] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert again.attempt == 1
+    with pytest.raises(TaskStateConflict):
+        await storage.retry_task(stored.task.id, clock())  # running now
+    with pytest.raises(TaskNotFound):
+        await storage.retry_task("task_missing", clock())
+
+
+async def test_redrive_a_canceled_task(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue("q", [new()], clock())
+    await storage.cancel_task(stored.task.id, clock())
+    assert (await storage.retry_task(stored.task.id, clock())).status == "ready"
+    with pytest.raises(TaskStateConflict):
+        await storage.retry_task(stored.task.id, clock())  # ready: nothing to redrive
+
+
+async def test_idempotency_key_returns_the_existing_task(storage: Storage, clock: FakeClock) -> None:
+    [first] = await storage.enqueue("q", [new(idempotency_key="order-1", body=b"one")], clock())
+    [second] = await storage.enqueue("q", [new(idempotency_key="order-1", body=b"two")], clock())
+    assert first.created and not second.created
+    assert second.task == first.task
+    [other_queue] = await storage.enqueue("other", [new(idempotency_key="order-1")], clock())
+    assert other_queue.created  # keys are per queue
+    queue = await storage.get_queue("q")
+    assert queue is not None
+    assert queue.counts["ready"] == 1
+
+
+async def test_idempotency_key_repeated_within_one_batch(storage: Storage, clock: FakeClock) -> None:
+    a, b, c = new(idempotency_key="k"), new(idempotency_key="k"), new()
+    entries = await storage.enqueue("q", [a, b, c], clock())
+    assert [e.created for e in entries] == [True, False, True]
+    assert entries[1].task.id == a.id
+    assert [e.task.id for e in entries] == [a.id, a.id, c.id]
+
+
+async def test_missing_tasks_read_as_none_or_not_found(storage: Storage, clock: FakeClock) -> None:
+    assert await storage.get_task("task_missing") is None
+    with pytest.raises(TaskNotFound):
+        await storage.list_attempts("task_missing")

@@ -1,0 +1,77 @@
+"""Group commit: items arriving during a flush share the next one; errors reach each caller."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from workly.batching import GroupCommitter
+
+
+class Recorder:
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.batches: list[list[int]] = []
+        self.gate = asyncio.Event()
+        self.fail_on = fail_on
+
+    async def flush(self, items: Sequence[int]) -> list[int]:
+        self.batches.append(list(items))
+        await self.gate.wait()
+        if self.fail_on in items:
+            raise RuntimeError("commit failed")
+        return [item * 10 for item in items]
+
+
+async def test_an_idle_item_is_flushed_alone_and_answered_after_commit() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.flush, max_batch=100)
+    pending = asyncio.create_task(committer.submit(1))
+    for _ in range(3):  # let submit start the flusher and the flusher call flush
+        await asyncio.sleep(0)
+    assert recorder.batches == [[1]]
+    assert not pending.done()  # not answered before its commit
+    recorder.gate.set()
+    assert await pending == 10
+
+
+async def test_items_arriving_during_a_flush_share_the_next_one() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.flush, max_batch=100)
+    first = asyncio.create_task(committer.submit(1))
+    await asyncio.sleep(0)
+    later = [asyncio.create_task(committer.submit(n)) for n in range(2, 12)]
+    await asyncio.sleep(0)
+    recorder.gate.set()
+    assert await asyncio.gather(first, *later) == [n * 10 for n in range(1, 12)]
+    assert recorder.batches == [[1], list(range(2, 12))]
+    assert (committer.batches, committer.items) == (2, 11)
+
+
+async def test_batches_are_capped() -> None:
+    recorder = Recorder()
+    recorder.gate.set()
+    committer = GroupCommitter(recorder.flush, max_batch=4)
+    results = await asyncio.gather(*(committer.submit(n) for n in range(10)))
+    assert results == [n * 10 for n in range(10)]
+    assert [len(b) for b in recorder.batches] == [4, 4, 2]
+
+
+async def test_a_failed_flush_fails_every_item_in_it_and_only_those() -> None:
+    recorder = Recorder(fail_on=3)
+    committer = GroupCommitter(recorder.flush, max_batch=2)
+    tasks = [asyncio.create_task(committer.submit(n)) for n in range(1, 6)]
+    await asyncio.sleep(0)
+    recorder.gate.set()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    assert outcomes[0] == 10 and outcomes[1] == 20 and outcomes[4] == 50
+    assert all(isinstance(o, RuntimeError) for o in outcomes[2:4])
+
+
+async def test_drain_waits_for_pending_flushes() -> None:
+    recorder = Recorder()
+    committer = GroupCommitter(recorder.flush, max_batch=10)
+    task = asyncio.create_task(committer.submit(1))
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_later(0.01, recorder.gate.set)
+    await committer.drain()
+    assert task.done() and task.result() == 10

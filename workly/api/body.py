@@ -1,0 +1,37 @@
+"""How an enqueue's body becomes the exact bytes (and headers) that are stored and sent.
+
+- ``body_base64``: those bytes, as given.
+- ``body``: compact JSON, adding ``content-type: application/json`` unless the caller set
+  a content type; a string with a non-JSON content type is sent as UTF-8 text.
+- neither: no body.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from pydantic import JsonValue
+
+from workly.api.media import header_value, is_json_type
+
+
+def encode_body(
+    headers: dict[str, str], body: JsonValue, body_base64: str | None
+) -> tuple[dict[str, str], bytes]:
+    """Raises ValueError for a body JSON cannot express (NaN, Infinity)."""
+    if body_base64 is not None:
+        return headers, base64.b64decode(body_base64)
+    if body is None:
+        return headers, b""
+    content_type = header_value(headers, "content-type")
+    if content_type is None:
+        headers = {**headers, "content-type": "application/json"}
+    elif isinstance(body, str) and not is_json_type(content_type):
+        return headers, body.encode()
+    try:
+        encoded = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        # Python's JSON parser takes NaN and Infinity; JSON does not, so no receiver could.
+        raise ValueError("body must not contain NaN or Infinity (not JSON)") from None
+    return headers, encoded.encode()
