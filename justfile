@@ -20,3 +20,7 @@ lint:
     {{venv}}/python -m ruff check .
     {{venv}}/python -m ruff format --check .
     {{venv}}/python -m mypy
+
+# Load test against a running server (`just dev` or `just serve`), e.g. just loadtest -rate 1000 -duration 20s
+loadtest *args:
+    {{venv}}/python -m tools.loadtest {{args}}

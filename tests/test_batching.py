@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from workly.batching import GroupCommitter
+from workly.batching import CoalescedCall, GroupCommitter
 
 
 class Recorder:
@@ -56,15 +56,17 @@ async def test_batches_are_capped() -> None:
     assert [len(b) for b in recorder.batches] == [4, 4, 2]
 
 
-async def test_a_failed_flush_fails_every_item_in_it_and_only_those() -> None:
+async def test_a_failed_shared_flush_is_retried_item_by_item_so_only_the_bad_item_fails() -> None:
     recorder = Recorder(fail_on=3)
     committer = GroupCommitter(recorder.flush, max_batch=2)
     tasks = [asyncio.create_task(committer.submit(n)) for n in range(1, 6)]
     await asyncio.sleep(0)
     recorder.gate.set()
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    assert outcomes[0] == 10 and outcomes[1] == 20 and outcomes[4] == 50
-    assert all(isinstance(o, RuntimeError) for o in outcomes[2:4])
+    assert outcomes[:2] == [10, 20]
+    assert isinstance(outcomes[2], RuntimeError)
+    assert outcomes[3:] == [40, 50]
+    assert [3, 4] in recorder.batches and [3] in recorder.batches and [4] in recorder.batches
 
 
 async def test_drain_waits_for_pending_flushes() -> None:
@@ -75,3 +77,42 @@ async def test_drain_waits_for_pending_flushes() -> None:
     asyncio.get_running_loop().call_later(0.01, recorder.gate.set)
     await committer.drain()
     assert task.done() and task.result() == 10
+
+
+async def test_coalesced_call_never_runs_twice_at_once_and_folds_triggers() -> None:
+    gate, running, peak = asyncio.Event(), 0, 0
+
+    async def call() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await gate.wait()
+        running -= 1
+
+    errors: list[Exception] = []
+    coalesced = CoalescedCall(call, errors.append)
+    coalesced.trigger()
+    await asyncio.sleep(0)
+    for _ in range(10):  # all during the first call: they fold into one more call
+        coalesced.trigger()
+    gate.set()
+    await coalesced.drain()
+    assert (coalesced.calls, peak, errors) == (2, 1, [])
+
+
+async def test_coalesced_call_reports_errors_and_keeps_working() -> None:
+    failures = iter([RuntimeError("down"), None])
+
+    async def call() -> None:
+        failure = next(failures)
+        if failure is not None:
+            raise failure
+
+    errors: list[Exception] = []
+    coalesced = CoalescedCall(call, errors.append)
+    coalesced.trigger()
+    await coalesced.drain()
+    coalesced.trigger()
+    await coalesced.drain()
+    assert coalesced.calls == 2
+    assert [str(e) for e in errors] == ["down"]

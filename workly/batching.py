@@ -3,7 +3,8 @@
 While one flush is in flight, new items wait and all go into the next one, so under
 load the transaction count tracks the database's commit rate rather than the request
 rate, and when idle an item is flushed at once (no timer, no added latency). Each
-caller is answered only after the flush holding its item has committed.
+caller is answered only after the flush holding its item has committed. When a shared
+flush fails, its items are flushed again one by one, so one bad item fails alone.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class GroupCommitter(Generic[T, R]):
         try:
             results = await self._flush([item for item, _ in batch])
         except Exception as exc:
+            if len(batch) > 1:
+                # One bad item must not fail its neighbours: retry each alone.
+                for single in batch:
+                    await self._flush_batch([single])
+                return
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
@@ -59,3 +65,42 @@ class GroupCommitter(Generic[T, R]):
         """Wait until everything submitted so far is flushed."""
         while self._flusher is not None:
             await asyncio.shield(self._flusher)
+
+
+class CoalescedCall:
+    """An async call that is never in flight twice: triggers during a call fold into one more.
+
+    Used for wake-ups: however many commits trigger it, at most one NOTIFY is in flight
+    per process, and one more follows if anything committed meanwhile.
+    """
+
+    def __init__(self, call: Callable[[], Awaitable[None]], on_error: Callable[[Exception], None]) -> None:
+        self._call = call
+        self._on_error = on_error
+        self._running: asyncio.Task[None] | None = None
+        self._again = False
+        self.calls = 0
+
+    def trigger(self) -> None:
+        if self._running is None:
+            self._running = asyncio.create_task(self._run())
+        else:
+            self._again = True
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                self._again = False
+                self.calls += 1
+                try:
+                    await self._call()
+                except Exception as exc:
+                    self._on_error(exc)
+                if not self._again:
+                    return
+        finally:
+            self._running = None
+
+    async def drain(self) -> None:
+        while self._running is not None:
+            await asyncio.shield(self._running)

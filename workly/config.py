@@ -6,6 +6,8 @@ Nothing here is instantiated at import time: the CLI and the app factory build a
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -19,6 +21,16 @@ class Settings(BaseSettings):
     signing_secret: str | None = Field(
         default=None,
         description="whsec_… signing secrets, space separated; the first is current, all sign (rotation)",
+    )
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
+        default="FULL",
+        description="SQLite PRAGMA synchronous for acknowledged writes (FULL: a 201 survives power loss)",
+    )
+    vacuum_interval: float | None = Field(
+        default=None,
+        ge=0,
+        description="PostgreSQL: seconds between VACUUMs of Workly's tables; unset = every 10 s "
+        "only when the server's autovacuum is off; 0 = never",
     )
     dispatch: bool = Field(
         default=True, description="run the dispatcher in this process (false: API only, no deliveries)"

@@ -40,6 +40,7 @@ class NewTask:
     """A task as validated by the API, before it is stored."""
 
     id: str
+    queue: str
     url: str
     method: str = "POST"
     headers: dict[str, str] = field(default_factory=dict)

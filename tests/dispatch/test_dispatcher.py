@@ -61,7 +61,7 @@ async def test_an_enqueue_wakes_the_dispatcher(storage: Storage) -> None:
     ):
         await asyncio.sleep(0.05)  # the loop has claimed nothing and sleeps on its 60 s poll
         task = new(url=receiver.url("/hook"), body=b"payload")
-        await storage.enqueue("q", [task], system_clock())
+        await storage.enqueue([task], system_clock())
         dispatcher.wake()
         [request] = await receiver.wait_for("/hook", 1, timeout=10)
     assert request.verified and request.body == b"payload"
@@ -73,7 +73,7 @@ async def test_results_are_recorded_and_retries_happen(storage: Storage) -> None
         receiver.script("/flaky", [503, 500])
         await storage.put_queue("q", QueueConfig(min_backoff=0.01, max_backoff=0.02), system_clock())
         task = new(url=receiver.url("/flaky"))
-        await storage.enqueue("q", [task], system_clock())
+        await storage.enqueue([task], system_clock())
         async with dispatching(storage, poll_interval=0.05):
             await receiver.wait_for("/flaky", 3)
             await wait_until(lambda: receiver.in_flight == 0)
@@ -88,7 +88,7 @@ async def test_the_global_in_flight_limit_holds(storage: Storage) -> None:
     async with running_receiver() as receiver:
         receiver.delay("/slow", 0.1)
         await storage.put_queue("q", QueueConfig(max_concurrency=1000), system_clock())
-        await storage.enqueue("q", [new(url=receiver.url("/slow")) for _ in range(12)], system_clock())
+        await storage.enqueue(([new(url=receiver.url("/slow")) for _ in range(12)]), system_clock())
         async with dispatching(storage, max_in_flight=3, poll_interval=0.05):
             await receiver.wait_for("/slow", 12)
     assert receiver.peak_in_flight == 3
@@ -98,7 +98,7 @@ async def test_the_queue_concurrency_limit_holds(storage: Storage) -> None:
     async with running_receiver() as receiver:
         receiver.delay("/slow", 0.05)
         await storage.put_queue("q", QueueConfig(max_concurrency=2), system_clock())
-        await storage.enqueue("q", [new(url=receiver.url("/slow")) for _ in range(8)], system_clock())
+        await storage.enqueue(([new(url=receiver.url("/slow")) for _ in range(8)]), system_clock())
         async with dispatching(storage, max_in_flight=50, poll_interval=0.05):
             await receiver.wait_for("/slow", 8)
     assert receiver.peak_in_flight == 2
@@ -106,7 +106,7 @@ async def test_the_queue_concurrency_limit_holds(storage: Storage) -> None:
 
 async def test_connection_errors_become_failed_attempts(storage: Storage) -> None:
     task = new(url="http://127.0.0.1:9/closed", max_attempts=1)  # port 9 (discard): refused
-    await storage.enqueue("q", [task], system_clock())
+    await storage.enqueue([task], system_clock())
     async with dispatching(storage, poll_interval=0.05):
         await wait_for_status(storage, task.id, "failed")
     [attempt] = await storage.list_attempts(task.id)
@@ -118,7 +118,7 @@ async def test_redirects_are_not_followed(storage: Storage) -> None:
     async with running_receiver() as receiver:
         receiver.script("/moved", [302])
         task = new(url=receiver.url("/moved"), max_attempts=1)
-        await storage.enqueue("q", [task], system_clock())
+        await storage.enqueue([task], system_clock())
         async with dispatching(storage, poll_interval=0.05):
             await receiver.wait_for("/moved", 1)
             stored = await wait_for_status(storage, task.id, "failed")
@@ -137,7 +137,7 @@ async def test_the_request_goes_out_as_enqueued(storage: Storage) -> None:
     async with running_receiver(TEST_SECRET) as receiver:
         raw = new(url=receiver.url("/raw?x=1"), method="PUT", headers={"X-Custom": "a b"}, body=b"\x00\xff")
         empty = new(url=receiver.url("/empty"), method="GET")
-        await storage.enqueue("q", [raw, empty], system_clock())
+        await storage.enqueue([raw, empty], system_clock())
         async with dispatching(storage, poll_interval=0.05):
             [got_raw] = await receiver.wait_for("/raw", 1)
             [got_empty] = await receiver.wait_for("/empty", 1)

@@ -14,7 +14,12 @@ URL = "http://127.0.0.1:9/hook"  # never contacted: storage tests make no HTTP c
 
 
 def new(**fields: Any) -> NewTask:
-    return replace(NewTask(id=new_task_id(), url=URL), **fields)
+    return replace(NewTask(id=new_task_id(), queue="q", url=URL), **fields)
+
+
+def in_queue(queue: str, tasks: list[NewTask]) -> list[NewTask]:
+    """The same tasks (same ids), bound for ``queue``."""
+    return [replace(task, queue=queue) for task in tasks]
 
 
 def token() -> str:

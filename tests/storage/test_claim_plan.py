@@ -48,7 +48,13 @@ async def test_claim_uses_the_claim_index_without_sorting_the_backlog(pg_url: st
         await conn.execute("ANALYZE tasks")
         # EXPLAIN ANALYZE really runs the claim (100 rows); the next test empties the table.
         raw = await conn.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + load_queries("postgres").claim_tasks, now, 100, "lease", 30.0
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + load_queries("postgres").claim_tasks,
+            now,
+            100,
+            "lease",
+            30.0,
+            [],
+            [],
         )
         nodes = _nodes(json.loads(raw)[0]["Plan"])
     finally:

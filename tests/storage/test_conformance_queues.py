@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.storage.helpers import new, result_for, token
+from tests.storage.helpers import in_queue, new, result_for, token
 from tests.support.clock import FakeClock
 from workly.errors import InvalidQueueConfig, QueueNotFound
 from workly.models import QueueConfig
@@ -19,7 +19,7 @@ MARGIN = 30.0
 
 async def test_first_enqueue_creates_the_queue_with_defaults(storage: Storage, clock: FakeClock) -> None:
     assert await storage.get_queue("fresh") is None
-    await storage.enqueue("fresh", [new(), new()], clock())
+    await storage.enqueue(in_queue("fresh", [new(), new()]), clock())
     queue = await storage.get_queue("fresh")
     assert queue is not None
     assert queue.config == QueueConfig()
@@ -49,8 +49,8 @@ async def test_update_changes_only_the_given_fields(storage: Storage, clock: Fak
 
 
 async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue("b", [new()], clock())
-    await storage.enqueue("a", [new(), new()], clock())
+    await storage.enqueue(in_queue("b", [new()]), clock())
+    await storage.enqueue(in_queue("a", [new(), new()]), clock())
     await storage.put_queue("c", QueueConfig(), clock())
     await storage.claim_tasks(1, clock(), token(), MARGIN)
     queues = await storage.list_queues()
@@ -61,34 +61,35 @@ async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> No
 
 
 async def test_paused_queue_is_not_claimed(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue("q", [new()], clock())
+    await storage.enqueue(in_queue("q", [new()]), clock())
     await storage.update_queue("q", {"paused": True}, clock())
     assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
     await storage.update_queue("q", {"paused": False}, clock())
     assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
 
 
-async def test_max_concurrency_counts_running_tasks(storage: Storage, clock: FakeClock) -> None:
+async def test_max_concurrency_minus_the_callers_busy_deliveries(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=2), clock())
-    await storage.enqueue("q", [new() for _ in range(5)], clock())
+    await storage.put_queue("other", QueueConfig(max_concurrency=2), clock())
+    await storage.enqueue(in_queue("q", [new() for _ in range(5)]), clock())
     first = await storage.claim_tasks(10, clock(), token(), MARGIN)
     assert len(first) == 2
-    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
-    await storage.record_results([result_for(first[0], clock(), "succeeded")], clock())
-    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
+    assert await storage.claim_tasks(10, clock(), token(), MARGIN, busy={"q": 2}) == []
+    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN, busy={"q": 1, "other": 2})) == 1
+    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN, busy={"q": 5})) == 0
 
 
 async def test_a_full_queue_does_not_block_another(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("busy", QueueConfig(max_concurrency=1), clock())
-    await storage.enqueue("busy", [new() for _ in range(5)], clock())
+    await storage.enqueue(in_queue("busy", [new() for _ in range(5)]), clock())
     quiet = new()
-    await storage.enqueue("quiet", [quiet], clock())
+    await storage.enqueue(in_queue("quiet", [quiet]), clock())
     claimed = await storage.claim_tasks(10, clock(), token(), MARGIN)
     assert sorted(c.queue for c in claimed) == ["busy", "quiet"]
 
 
 async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue("q", [new() for _ in range(4)], clock())
+    await storage.enqueue(in_queue("q", [new() for _ in range(4)]), clock())
     [running] = await storage.claim_tasks(1, clock(), token(), MARGIN)
     assert await storage.purge_queue("q") == 3
     queue = await storage.get_queue("q")
@@ -101,7 +102,7 @@ async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) 
 
 async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage, clock: FakeClock) -> None:
     task = new()
-    await storage.enqueue("q", [task], clock())
+    await storage.enqueue(in_queue("q", [task]), clock())
     [claimed] = await storage.claim_tasks(1, clock(), token(), MARGIN)
     await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
     await storage.delete_queue("q")
@@ -114,7 +115,7 @@ async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage,
 async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: FakeClock) -> None:
     tasks = [new() for _ in range(7)]
     for task in tasks:
-        await storage.enqueue("q", [task], clock())
+        await storage.enqueue(in_queue("q", [task]), clock())
     await storage.cancel_task(tasks[2].id, clock())
     seen, cursor = [], None
     while True:
@@ -140,7 +141,7 @@ async def test_concurrent_claimers_never_share_a_task(
     storage: Storage, database_url: str, clock: FakeClock
 ) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=10_000), clock())
-    await storage.enqueue("q", [new() for _ in range(400)], clock())
+    await storage.enqueue(in_queue("q", [new() for _ in range(400)]), clock())
     other = await _second_storage(storage, database_url)
     try:
         claimers = [storage, other] * 4
@@ -166,7 +167,7 @@ async def test_concurrent_duplicate_enqueues_store_one_task(
     try:
         enqueuers = [storage, other] * 10
         entries = await asyncio.gather(
-            *(e.enqueue("q", [new(idempotency_key="same")], clock()) for e in enqueuers)
+            *(e.enqueue(in_queue("q", [new(idempotency_key="same")]), clock()) for e in enqueuers)
         )
     finally:
         await other.close()

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.storage.helpers import new, result_for, token
+from tests.storage.helpers import in_queue, new, result_for, token
 from tests.support.clock import FakeClock
 from workly.errors import TaskNotFound, TaskStateConflict
 from workly.models import QueueConfig
@@ -21,7 +21,7 @@ MARGIN = 30.0
 
 async def test_enqueue_returns_the_stored_task(storage: Storage, clock: FakeClock) -> None:
     task = new(method="PUT", headers={"x-a": "1"}, body=b"\x00\xffraw", priority=3, key="k", tenant="t")
-    [stored] = await storage.enqueue("q", [task], clock())
+    [stored] = await storage.enqueue(in_queue("q", [task]), clock())
     assert stored.created
     got = stored.task
     assert (got.id, got.queue, got.status, got.method, got.body) == (
@@ -40,7 +40,7 @@ async def test_enqueue_returns_the_stored_task(storage: Storage, clock: FakeCloc
 
 
 async def test_null_run_at_is_due_now(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new(run_at=None)], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new(run_at=None)]), clock())
     assert stored.task.run_at == clock()
     claimed = await storage.claim_tasks(10, clock(), token(), MARGIN)
     assert [c.id for c in claimed] == [stored.task.id]
@@ -48,7 +48,7 @@ async def test_null_run_at_is_due_now(storage: Storage, clock: FakeClock) -> Non
 
 async def test_a_task_is_not_claimed_before_it_is_due(storage: Storage, clock: FakeClock) -> None:
     later = new(run_at=clock() + timedelta(seconds=60))
-    await storage.enqueue("q", [later], clock())
+    await storage.enqueue(in_queue("q", [later]), clock())
     assert await storage.claim_tasks(10, clock.advance(59.999), token(), MARGIN) == []
     claimed = await storage.claim_tasks(10, clock.advance(0.001), token(), MARGIN)
     assert [c.id for c in claimed] == [later.id]
@@ -57,7 +57,7 @@ async def test_a_task_is_not_claimed_before_it_is_due(storage: Storage, clock: F
 async def test_higher_priority_first_then_fifo(storage: Storage, clock: FakeClock) -> None:
     tasks = [new(priority=p) for p in (0, 5, 0, 5, -1, 0)]
     for task in tasks:  # one at a time: enqueue order is the FIFO order
-        await storage.enqueue("q", [task], clock())
+        await storage.enqueue(in_queue("q", [task]), clock())
     await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
     claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
     expected = [tasks[1], tasks[3], tasks[0], tasks[2], tasks[5], tasks[4]]
@@ -67,14 +67,14 @@ async def test_higher_priority_first_then_fifo(storage: Storage, clock: FakeCloc
 async def test_fifo_within_one_batch_enqueue(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
     tasks = [new() for _ in range(20)]
-    await storage.enqueue("q", tasks, clock())
+    await storage.enqueue(in_queue("q", tasks), clock())
     claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
     assert [c.id for c in claimed] == [t.id for t in tasks]
 
 
 async def test_claim_respects_the_batch_limit(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
-    await storage.enqueue("q", [new() for _ in range(10)], clock())
+    await storage.enqueue(in_queue("q", [new() for _ in range(10)]), clock())
     first = await storage.claim_tasks(4, clock(), token(), MARGIN)
     second = await storage.claim_tasks(100, clock(), token(), MARGIN)
     assert len(first) == 4
@@ -83,7 +83,7 @@ async def test_claim_respects_the_batch_limit(storage: Storage, clock: FakeClock
 
 
 async def test_claim_marks_running_and_counts_the_attempt(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new(max_attempts=4, timeout=2.5)], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=4, timeout=2.5)]), clock())
     lease = token()
     [claimed] = await storage.claim_tasks(10, clock(), lease, MARGIN)
     assert (claimed.attempt, claimed.max_attempts, claimed.timeout) == (1, 4, 2.5)
@@ -95,7 +95,7 @@ async def test_claim_marks_running_and_counts_the_attempt(storage: Storage, cloc
 
 
 async def test_success_is_recorded_with_its_attempt(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new()], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     summary = await storage.record_results([result_for(claimed, clock(), "succeeded", 204)], clock())
     assert (summary.accepted, summary.stale) == (1, 0)
@@ -109,7 +109,7 @@ async def test_success_is_recorded_with_its_attempt(storage: Storage, clock: Fak
 
 
 async def test_retry_returns_the_task_at_its_next_run_at(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new()], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     [first] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     await storage.record_results([result_for(first, clock(), "retry", 500, retry_in=5)], clock())
     task = await storage.get_task(stored.task.id)
@@ -125,7 +125,7 @@ async def test_retry_returns_the_task_at_its_next_run_at(storage: Storage, clock
 
 
 async def test_failure_is_final(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new()], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     await storage.record_results([result_for(claimed, clock(), "failed", 410)], clock())
     task = await storage.get_task(stored.task.id)
@@ -135,7 +135,7 @@ async def test_failure_is_final(storage: Storage, clock: FakeClock) -> None:
 
 
 async def test_a_result_under_a_foreign_lease_is_refused(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new()], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     stale = result_for(claimed, clock(), "failed", 500, lease_token=token())
     summary = await storage.record_results([stale], clock())
@@ -150,7 +150,7 @@ async def test_a_result_under_a_foreign_lease_is_refused(storage: Storage, clock
 
 
 async def test_a_second_result_for_one_lease_is_refused(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new()], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
     summary = await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
@@ -161,7 +161,7 @@ async def test_a_second_result_for_one_lease_is_refused(storage: Storage, clock:
 
 
 async def test_results_for_deleted_tasks_are_dropped(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue("q", [new()], clock())
+    await storage.enqueue(in_queue("q", [new()]), clock())
     [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     await storage.delete_queue("q")
     summary = await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
@@ -170,9 +170,9 @@ async def test_results_for_deleted_tasks_are_dropped(storage: Storage, clock: Fa
 
 async def test_cancel_only_ready_tasks(storage: Storage, clock: FakeClock) -> None:
     ready, running = new(), new()
-    await storage.enqueue("q", [running], clock())
+    await storage.enqueue(in_queue("q", [running]), clock())
     await storage.claim_tasks(10, clock(), token(), MARGIN)
-    await storage.enqueue("q", [ready], clock())
+    await storage.enqueue(in_queue("q", [ready]), clock())
     canceled = await storage.cancel_task(ready.id, clock.advance(1))
     assert (canceled.status, canceled.updated_at) == ("canceled", clock())
     assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
@@ -185,7 +185,7 @@ async def test_cancel_only_ready_tasks(storage: Storage, clock: FakeClock) -> No
 
 
 async def test_redrive_gives_a_fresh_attempt_budget(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new(max_attempts=1)], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=1)]), clock())
     [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
     await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
     redriven = await storage.retry_task(stored.task.id, clock.advance(10))
@@ -199,7 +199,7 @@ async def test_redrive_gives_a_fresh_attempt_budget(storage: Storage, clock: Fak
 
 
 async def test_redrive_a_canceled_task(storage: Storage, clock: FakeClock) -> None:
-    [stored] = await storage.enqueue("q", [new()], clock())
+    [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     await storage.cancel_task(stored.task.id, clock())
     assert (await storage.retry_task(stored.task.id, clock())).status == "ready"
     with pytest.raises(TaskStateConflict):
@@ -207,11 +207,11 @@ async def test_redrive_a_canceled_task(storage: Storage, clock: FakeClock) -> No
 
 
 async def test_idempotency_key_returns_the_existing_task(storage: Storage, clock: FakeClock) -> None:
-    [first] = await storage.enqueue("q", [new(idempotency_key="order-1", body=b"one")], clock())
-    [second] = await storage.enqueue("q", [new(idempotency_key="order-1", body=b"two")], clock())
+    [first] = await storage.enqueue(in_queue("q", [new(idempotency_key="order-1", body=b"one")]), clock())
+    [second] = await storage.enqueue(in_queue("q", [new(idempotency_key="order-1", body=b"two")]), clock())
     assert first.created and not second.created
     assert second.task == first.task
-    [other_queue] = await storage.enqueue("other", [new(idempotency_key="order-1")], clock())
+    [other_queue] = await storage.enqueue(in_queue("other", [new(idempotency_key="order-1")]), clock())
     assert other_queue.created  # keys are per queue
     queue = await storage.get_queue("q")
     assert queue is not None
@@ -220,7 +220,7 @@ async def test_idempotency_key_returns_the_existing_task(storage: Storage, clock
 
 async def test_idempotency_key_repeated_within_one_batch(storage: Storage, clock: FakeClock) -> None:
     a, b, c = new(idempotency_key="k"), new(idempotency_key="k"), new()
-    entries = await storage.enqueue("q", [a, b, c], clock())
+    entries = await storage.enqueue(in_queue("q", [a, b, c]), clock())
     assert [e.created for e in entries] == [True, False, True]
     assert entries[1].task.id == a.id
     assert [e.task.id for e in entries] == [a.id, a.id, c.id]
@@ -230,3 +230,20 @@ async def test_missing_tasks_read_as_none_or_not_found(storage: Storage, clock: 
     assert await storage.get_task("task_missing") is None
     with pytest.raises(TaskNotFound):
         await storage.list_attempts("task_missing")
+
+
+async def test_one_call_may_enqueue_into_several_queues(storage: Storage, clock: FakeClock) -> None:
+    a, b, c = (
+        new(queue="alpha"),
+        new(queue="beta", idempotency_key="k"),
+        new(queue="alpha", idempotency_key="k"),
+    )
+    entries = await storage.enqueue([a, b, c], clock())
+    assert [(e.task.id, e.task.queue, e.created) for e in entries] == [
+        (a.id, "alpha", True),
+        (b.id, "beta", True),
+        (c.id, "alpha", True),  # idempotency keys are per queue
+    ]
+    again = await storage.enqueue([new(queue="beta", idempotency_key="k")], clock())
+    assert (again[0].task.id, again[0].created) == (b.id, False)
+    assert sorted(q.name for q in await storage.list_queues()) == ["alpha", "beta"]

@@ -7,24 +7,29 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from workly import __version__
 from workly.api import health, queues, tasks
+from workly.api.fast_enqueue import FastEnqueue
 from workly.api.problems import install_problem_handlers
 from workly.api.runtime import Runtime
+from workly.batching import CoalescedCall
 from workly.clock import Clock, system_clock
 from workly.config import Settings
 from workly.dispatch.deliverer import Deliverer, close_session, new_session
 from workly.dispatch.dispatcher import Dispatcher
+from workly.enqueuer import Enqueuer
 from workly.errors import ConfigError
+from workly.housekeeping import Housekeeper
 from workly.signing import Signer
 from workly.storage import open_storage
 
 log = logging.getLogger("workly")
 
 
-def create_app(settings: Settings, clock: Clock = system_clock) -> FastAPI:
-    """Build the app; nothing connects until the lifespan starts."""
+def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
+    """Build the ASGI app; nothing connects until the lifespan starts."""
     if settings.database_url is None:
         raise ConfigError("WORKLY_DATABASE_URL is required")
     signer = Signer(settings.signing_secrets())
@@ -32,7 +37,7 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        storage = await open_storage(database_url)
+        storage = await open_storage(database_url, settings.sqlite_synchronous)
         session = new_session(settings.max_in_flight)
         try:
             applied = await storage.migrate()
@@ -47,14 +52,27 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> FastAPI:
                 lease_margin=settings.lease_margin,
                 result_batch_max=settings.result_batch_max,
             )
+            announcer = CoalescedCall(storage.announce_work, _log_announce_error)
+
+            def committed() -> None:
+                dispatcher.wake()
+                announcer.trigger()
+
+            enqueuer = Enqueuer(storage, clock, committed)
             app.state.runtime = Runtime(
-                settings=settings, storage=storage, dispatcher=dispatcher, clock=clock
+                settings=settings, storage=storage, dispatcher=dispatcher, enqueuer=enqueuer, clock=clock
             )
+            housekeeper = Housekeeper(storage, settings.vacuum_interval)
             if settings.dispatch:
+                await storage.listen_for_work(dispatcher.wake)
                 dispatcher.start()
+                await housekeeper.start()
             try:
                 yield
             finally:
+                await housekeeper.stop()
+                await enqueuer.drain()
+                await announcer.drain()
                 await dispatcher.stop()
         finally:
             await close_session(session)
@@ -70,9 +88,14 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(queues.router)
     app.include_router(health.router)
-    return app
+    return FastEnqueue(app, lambda: app.state.runtime)
 
 
-def app_from_env() -> FastAPI:
+def _log_announce_error(exc: Exception) -> None:
+    # Other processes still find the work at their next poll.
+    log.warning("could not notify other processes of new work: %s", exc)
+
+
+def app_from_env() -> ASGIApp:
     """uvicorn factory (``workly.api.app:app_from_env``): settings from WORKLY_* variables."""
     return create_app(Settings())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -15,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 from workly.api.media import is_json_type
 from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, StorageError
@@ -63,6 +65,11 @@ def problem(status: int, detail: str, slug: str | None = None, **extra: Any) -> 
     return ProblemResponse(body, status_code=status)
 
 
+def unsupported_media_type(content_type: str | None) -> ProblemResponse:
+    sent = f"not {content_type}" if content_type else "the request had no content-type"
+    return problem(415, f"Send the body as JSON with content-type: application/json ({sent}).")
+
+
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     errors = []
     for error in exc.errors():
@@ -78,8 +85,7 @@ async def _on_validation(request: Request, exc: Exception) -> ProblemResponse:
     content_type = request.headers.get("content-type")
     body_errors = any(tuple(error.get("loc", ()))[:1] == ("body",) for error in exc.errors())
     if body_errors and not (content_type and is_json_type(content_type)):
-        sent = f"not {content_type}" if content_type else "the request had no content-type"
-        return problem(415, f"Send the body as JSON with content-type: application/json ({sent}).")
+        return unsupported_media_type(content_type)
     errors = _validation_errors(exc)
     summary = "; ".join(f"{'.'.join(e['location'])}: {e['message']}" for e in errors[:5])
     return problem(422, f"The request is invalid: {summary}", "validation", errors=errors)
@@ -94,42 +100,65 @@ async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
     return response
 
 
-async def _on_not_found(request: Request, exc: Exception) -> ProblemResponse:
+def _not_found(exc: Exception, where: str) -> ProblemResponse:
     return problem(404, str(exc), "not-found")
 
 
-async def _on_conflict(request: Request, exc: Exception) -> ProblemResponse:
+def _conflict(exc: Exception, where: str) -> ProblemResponse:
     return problem(409, str(exc), "conflict")
 
 
-async def _on_invalid_config(request: Request, exc: Exception) -> ProblemResponse:
+def _invalid_config(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "invalid-queue-config")
 
 
-async def _on_storage(request: Request, exc: Exception) -> ProblemResponse:
-    log.error("storage error on %s %s: %s", request.method, request.url.path, exc)
+def _unavailable(exc: Exception, where: str) -> ProblemResponse:
+    log.error("storage error on %s: %s", where, exc)
     return problem(503, "The database is unavailable; retry later.", "unavailable")
 
 
-async def _on_unexpected(request: Request, exc: Exception) -> ProblemResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+def _unexpected(exc: Exception, where: str) -> ProblemResponse:
+    log.error("unhandled error on %s", where, exc_info=exc)
     return problem(500, "An unexpected error occurred; it has been logged.", "internal")
+
+
+# Domain and database errors → problems, most specific first. A database that is down
+# or restarting answers 503 (retry later), not 500.
+_DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, str], ProblemResponse]]] = [
+    ((NotFoundError,), _not_found),
+    ((ConflictError,), _conflict),
+    ((InvalidQueueConfig,), _invalid_config),
+    (
+        (
+            StorageError,
+            OSError,
+            asyncpg.PostgresConnectionError,
+            asyncpg.InterfaceError,
+            asyncpg.CannotConnectNowError,
+            sqlite3.OperationalError,
+        ),
+        _unavailable,
+    ),
+    ((Exception,), _unexpected),
+]
+
+
+def problem_for_exception(scope: Scope, exc: Exception) -> ProblemResponse:
+    """The problem an exception raised while serving ``scope`` is answered with."""
+    where = f"{scope.get('method', '?')} {scope.get('path', '?')}"
+    for types, build in _DOMAIN_PROBLEMS:
+        if isinstance(exc, types):
+            return build(exc, where)
+    raise AssertionError("Exception is the last entry")  # pragma: no cover
+
+
+async def _on_domain_error(request: Request, exc: Exception) -> ProblemResponse:
+    return problem_for_exception(request.scope, exc)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
-    app.add_exception_handler(NotFoundError, _on_not_found)
-    app.add_exception_handler(ConflictError, _on_conflict)
-    app.add_exception_handler(InvalidQueueConfig, _on_invalid_config)
-    app.add_exception_handler(StorageError, _on_storage)
-    # A database that is down or restarting answers 503 (retry later), not 500.
-    for unavailable in (
-        OSError,
-        asyncpg.PostgresConnectionError,
-        asyncpg.InterfaceError,
-        asyncpg.CannotConnectNowError,
-        sqlite3.OperationalError,
-    ):
-        app.add_exception_handler(unavailable, _on_storage)
-    app.add_exception_handler(Exception, _on_unexpected)
+    for types, _ in _DOMAIN_PROBLEMS:
+        for exception_type in types:
+            app.add_exception_handler(exception_type, _on_domain_error)

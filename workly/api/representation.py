@@ -18,13 +18,14 @@ def _content_type(headers: dict[str, str]) -> str | None:
     return header_value(headers, "content-type")
 
 
-def new_task(task: TaskIn, now: datetime, idempotency_header: str | None = None) -> NewTask:
+def new_task(queue: str, task: TaskIn, now: datetime, idempotency_header: str | None = None) -> NewTask:
     headers, body = task.encoded
     run_at = task.run_at
     if task.delay is not None:
         run_at = now + timedelta(seconds=task.delay)
     return NewTask(
         id=new_task_id(),
+        queue=queue,
         url=task.url,
         method=task.method,
         headers=headers,

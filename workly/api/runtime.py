@@ -9,6 +9,7 @@ from fastapi import Request
 from workly.clock import Clock
 from workly.config import Settings
 from workly.dispatch.dispatcher import Dispatcher
+from workly.enqueuer import Enqueuer
 from workly.storage.base import Storage
 
 
@@ -17,9 +18,11 @@ class Runtime:
     settings: Settings
     storage: Storage
     dispatcher: Dispatcher
+    enqueuer: Enqueuer
     clock: Clock
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # async on purpose: FastAPI runs a plain-def dependency in a worker thread, per request.
     runtime: Runtime = request.app.state.runtime
     return runtime

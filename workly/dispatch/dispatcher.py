@@ -1,10 +1,9 @@
 """The dispatcher loop: when to claim, how many, and what runs concurrently.
 
 One loop per process. It claims a batch sized to the free in-flight slots, starts one
-delivery per task, and goes straight back for more while claims return work; it
-sleeps only when a claim came back empty, until an enqueue or a finished delivery
-wakes it, or the poll interval passes (the fallback for work made due by time or by
-another process).
+delivery per task, and goes straight back for more after a full batch. Otherwise it
+waits for a wake-up (an enqueue committed, a delivery freed a slot, another process
+announced work), or for the poll interval: the fallback for work made due by time.
 """
 
 from __future__ import annotations
@@ -15,7 +14,9 @@ import logging
 import random
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
@@ -49,12 +50,14 @@ class Dispatcher:
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._busy: Counter[str] = Counter()  # deliveries in flight per queue
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record, max_batch=result_batch_max
         )
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self.last_tick = time.monotonic()
+        self.claims = 0
 
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -90,18 +93,24 @@ class Dispatcher:
         while not self._stopping:
             self.last_tick = time.monotonic()
             self._wake.clear()
-            claimed = await self._claim()
+            wanted = self._max_in_flight - len(self._in_flight)
+            claimed = await self._claim(wanted) if wanted > 0 else []
             for task in claimed:
                 self._start_delivery(task)
-            if not claimed:
-                await self._sleep()
+            self.claims += 1
+            if claimed and len(claimed) == wanted:
+                continue  # a full batch: there may be more, claim again at once
+            # Nothing more is due now. The next wake (an enqueue committed, a delivery
+            # freed a slot, another process announced work) or the poll interval (work
+            # that became due by time) starts the next claim; a wake that came while this
+            # claim ran has left the event set, so that costs no wait at all.
+            await self._sleep()
 
-    async def _claim(self) -> Sequence[ClaimedTask]:
-        free = self._max_in_flight - len(self._in_flight)
-        if free <= 0:
-            return []
+    async def _claim(self, wanted: int) -> Sequence[ClaimedTask]:
         try:
-            return await self._storage.claim_tasks(free, self._clock(), uuid.uuid4().hex, self._lease_margin)
+            lease = uuid.uuid4().hex
+            busy = +self._busy  # the queues with deliveries in flight
+            return await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin, busy)
         except Exception:
             log.exception("claim failed; retrying after the poll interval")
             return []
@@ -114,10 +123,13 @@ class Dispatcher:
     def _start_delivery(self, task: ClaimedTask) -> None:
         delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
         self._in_flight.add(delivery)
-        delivery.add_done_callback(self._delivery_done)
+        self._busy[task.queue] += 1
+        delivery.add_done_callback(partial(self._delivery_done, task.queue))
 
-    def _delivery_done(self, delivery: asyncio.Task[None]) -> None:
+    def _delivery_done(self, queue: str, delivery: asyncio.Task[None]) -> None:
+        # Runs once the attempt's result is recorded (or failed to be): the slot is free.
         self._in_flight.discard(delivery)
+        self._busy[queue] -= 1
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:

@@ -7,7 +7,7 @@ core runs on an injectable clock and tests never sleep.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -38,13 +38,35 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
+    # --- housekeeping -----------------------------------------------------------------
+    async def needs_vacuum(self) -> bool:
+        """Whether Workly should vacuum its tables itself (PostgreSQL with autovacuum off)."""
+
+    async def vacuum(self) -> None:
+        """Remove dead row versions from the hot tables (PostgreSQL VACUUM; SQLite: nothing)."""
+
+    # --- wake-ups across processes -------------------------------------------------
+    async def announce_work(self) -> None:
+        """Tell other processes that tasks were enqueued (PostgreSQL: NOTIFY; SQLite: nothing).
+
+        Called after the enqueue committed, never inside its transaction.
+        """
+
+    async def listen_for_work(self, on_work: Callable[[], None]) -> None:
+        """Call ``on_work`` whenever another process announces work, until ``close``.
+
+        PostgreSQL keeps one dedicated LISTEN connection outside the pool and reconnects
+        when it is lost; SQLite is single-process and never calls it.
+        """
+
     # --- tasks -------------------------------------------------------------------
-    async def enqueue(self, queue: str, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        """Store tasks in one transaction, creating the queue with defaults if needed.
+    async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        """Store tasks (of any queues) in one transaction, creating missing queues with defaults.
 
         A task whose ``idempotency_key`` matches a stored task of the same queue (or an
         earlier task of the same call) is not stored again: its entry carries the
-        existing task with ``created=False``. Results are in input order.
+        existing task with ``created=False``. Results are in input order; enqueue order
+        (FIFO within a priority) is input order.
         """
 
     async def get_task(self, task_id: str) -> Task | None: ...
@@ -65,14 +87,20 @@ class Storage(Protocol):
 
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(
-        self, limit: int, now: datetime, lease_token: str, lease_margin: float
+        self,
+        limit: int,
+        now: datetime,
+        lease_token: str,
+        lease_margin: float,
+        busy: Mapping[str, int] | None = None,
     ) -> list[ClaimedTask]:
         """Claim up to ``limit`` due tasks from unpaused queues, in one statement.
 
         Order: priority (high first), then run_at, then enqueue order. No queue gets
-        more tasks than ``max_concurrency`` minus its running tasks. Claimed tasks become
-        ``running`` with ``attempts`` incremented and a lease until
-        now + timeout + lease_margin held under ``lease_token``.
+        more tasks than its ``max_concurrency`` minus ``busy[queue]``: the caller's
+        deliveries of that queue still in flight. Claimed tasks become ``running`` with
+        ``attempts`` incremented and a lease until now + timeout + lease_margin held
+        under ``lease_token``.
         """
 
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import os
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import astuple, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -29,9 +34,13 @@ from workly.models import (
 from workly.storage import rows
 from workly.storage.migrator import pending
 from workly.storage.queries import load_queries
-from workly.storage.tasks import check_transition, enqueue_results
+from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 _MAX_SEQ = 2**63 - 1
+WAKE_CHANNEL = "workly_work"
+_LISTEN_RETRY_MIN, _LISTEN_RETRY_MAX = 0.5, 10.0
+_LISTEN_CHECK_EVERY = 15.0
+log = logging.getLogger("workly.storage")
 
 
 def _as_datetime(value: Any) -> datetime:
@@ -65,6 +74,15 @@ def split_pool_size(url: str) -> tuple[str, int]:
     return urlunsplit(parts._replace(query=urlencode(kept))), size
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """No reset query when a connection returns to the pool.
+
+    asyncpg's default (UNLISTEN *, RESET ALL, …) is a round trip per release, for session
+    state Workly never sets on pooled connections: LISTEN has a connection of its own and
+    advisory locks are transaction-scoped. An open transaction is still rolled back.
+    """
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
@@ -72,20 +90,87 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 class PostgresStorage:
     dialect = "postgres"
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
         self._pool = pool
+        self._dsn = dsn
         self._q = load_queries("postgres")
+        self._listener: asyncio.Task[None] | None = None
+        self._process_id = uuid.uuid4().hex  # the NOTIFY payload: who announced
 
     @classmethod
     async def open(cls, url: str) -> PostgresStorage:
         dsn, size = split_pool_size(url)
         pool = await asyncpg.create_pool(
-            dsn, min_size=1, max_size=size, init=_init_connection, command_timeout=60
+            dsn,
+            min_size=1,
+            max_size=size,
+            init=_init_connection,
+            reset=_keep_session,
+            command_timeout=60,
+            # JIT compiles plans for analytics; for short queue statements it only adds latency.
+            server_settings={"jit": "off", "application_name": "workly"},
         )
-        return cls(pool)
+        return cls(pool, dsn)
 
     async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
         await self._pool.close()
+
+    async def needs_vacuum(self) -> bool:
+        enabled: bool = await self._pool.fetchval(self._q.autovacuum_enabled)
+        return not enabled
+
+    async def vacuum(self) -> None:
+        await self._pool.execute(self._q.vacuum)
+
+    async def announce_work(self) -> None:
+        await self._pool.execute(self._q.announce_work, self._process_id)
+
+    async def listen_for_work(self, on_work: Callable[[], None]) -> None:
+        self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
+
+    async def _listen(self, on_work: Callable[[], None]) -> None:
+        """LISTEN on a connection of its own (a pooled one could not keep the session state)."""
+        retry_in = _LISTEN_RETRY_MIN
+        while True:
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=5)
+            except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+                log.warning("LISTEN connection failed (%s); retrying in %.1fs", exc, retry_in)
+                await asyncio.sleep(retry_in)
+                retry_in = min(retry_in * 2, _LISTEN_RETRY_MAX)
+                continue
+            retry_in = _LISTEN_RETRY_MIN
+            try:
+                await conn.add_listener(WAKE_CHANNEL, partial(self._on_notify, on_work))
+                on_work()  # anything announced while this connection was down
+                await self._until_lost(conn)
+                log.warning("LISTEN connection lost; reconnecting")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                log.warning("LISTEN connection failed (%s); reconnecting", exc)
+            finally:
+                if not conn.is_closed():
+                    conn.terminate()
+
+    def _on_notify(
+        self, on_work: Callable[[], None], conn: object, pid: int, channel: str, sender: str
+    ) -> None:
+        # This process's own enqueues already woke its dispatcher directly.
+        if sender != self._process_id:
+            on_work()
+
+    async def _until_lost(self, conn: asyncpg.Connection) -> None:
+        """Return when the connection closes or stops answering (a silent network loss)."""
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _: lost.set())
+        while not lost.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), timeout=_LISTEN_CHECK_EVERY)
+                return
+            await conn.fetchval(self._q.ping, timeout=5)
 
     async def ping(self) -> None:
         await self._pool.fetchval(self._q.ping, timeout=2)
@@ -109,14 +194,13 @@ class PostgresStorage:
             return version
 
     # --- tasks -------------------------------------------------------------------
-    async def enqueue(self, queue: str, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(self._q.ensure_queue, queue, now)
-            inserted = await conn.fetch(
-                self._q.insert_tasks,
-                queue,
+    async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        async with self._pool.acquire() as conn:
+            created = await conn.fetch(
+                self._q.enqueue_tasks,
                 now,
                 [t.id for t in tasks],
+                [t.queue for t in tasks],
                 [t.url for t in tasks],
                 [t.method for t in tasks],
                 [json.dumps(t.headers) for t in tasks],
@@ -129,18 +213,22 @@ class PostgresStorage:
                 [t.max_attempts for t in tasks],
                 [t.timeout for t in tasks],
             )
-            inserted_ids = {row["id"] for row in inserted}
-            skipped_keys = [
-                t.idempotency_key for t in tasks if t.id not in inserted_ids and t.idempotency_key
-            ]
+            # Tasks of a queue another transaction created meanwhile: read as stored.
+            for index, row in enumerate(created):
+                if row["max_attempts"] is None:
+                    reread = await conn.fetchrow(self._q.get_task, row["id"])
+                    assert reread is not None, "inserted in this statement"
+                    created[index] = reread
             existing = []
-            if skipped_keys:
-                existing = await conn.fetch(self._q.get_tasks_by_idempotency_keys, queue, skipped_keys)
-            created = await conn.fetch(self._q.get_tasks_by_ids, list(inserted_ids))
+            if len(created) < len(tasks):
+                keys = idempotency_keys(tasks)
+                existing = await conn.fetch(
+                    self._q.get_tasks_by_idempotency_keys, [q for q, _ in keys], [k for _, k in keys]
+                )
         return enqueue_results(
             tasks,
             {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
-            {row["idempotency_key"]: rows.task_from_row(row, _DECODERS) for row in existing},
+            {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
         )
 
     async def get_task(self, task_id: str) -> Task | None:
@@ -183,9 +271,17 @@ class PostgresStorage:
 
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(
-        self, limit: int, now: datetime, lease_token: str, lease_margin: float
+        self,
+        limit: int,
+        now: datetime,
+        lease_token: str,
+        lease_margin: float,
+        busy: Mapping[str, int] | None = None,
     ) -> list[ClaimedTask]:
-        found = await self._pool.fetch(self._q.claim_tasks, now, limit, lease_token, lease_margin)
+        busy = busy or {}
+        found = await self._pool.fetch(
+            self._q.claim_tasks, now, limit, lease_token, lease_margin, list(busy), list(busy.values())
+        )
         return [
             rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(found, key=rows.claim_order)
         ]

@@ -13,6 +13,9 @@ from importlib import resources
 from typing import Literal
 
 Dialect = Literal["postgres", "sqlite"]
+# Cross-process wake-ups (SQLite runs in one process and has nobody to notify) and
+# vacuum (SQLite updates in place and leaves no dead row versions to clean up).
+POSTGRES_ONLY = frozenset({"announce_work", "autovacuum_enabled", "vacuum"})
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 

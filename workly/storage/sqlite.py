@@ -1,23 +1,20 @@
 """SQLite backend: WAL, one writer connection (BEGIN IMMEDIATE), one reader connection.
 
-Single process only: the writer lock is an asyncio.Lock, so every write transaction in
-the process runs on one connection, one at a time, as SQLite requires anyway.
+Single process only. Each connection lives on its own thread (SqliteThread) and every
+operation below is one function run there: a write is one BEGIN IMMEDIATE … COMMIT,
+so the single writer is never interleaved and costs one hand-off per transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
-
-import aiosqlite
+from typing import Any
 
 from workly.errors import ConfigError, QueueNotFound, TaskNotFound
 from workly.models import (
@@ -34,17 +31,18 @@ from workly.models import (
     check_queue_config,
 )
 from workly.storage import rows
+from workly.storage.factory import SynchronousMode
 from workly.storage.migrator import pending
 from workly.storage.queries import load_queries
-from workly.storage.tasks import check_transition, enqueue_results
+from workly.storage.sqlite_thread import SqliteThread
+from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
-SynchronousMode = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+Db = sqlite3.Connection
 _MAX_SEQ = 2**63 - 1
 _MIN_SQLITE = (3, 38, 0)  # ->> operator, RETURNING, UPDATE … FROM
-
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_Q = load_queries("sqlite")
 
 
 def to_us(value: datetime) -> int:
@@ -73,13 +71,20 @@ def sqlite_path(url: str) -> Path:
 
 
 class SqliteStorage:
+    """``synchronous`` applies to every write the API acknowledges (enqueue, queue and task
+    changes): FULL (the default) means a 201 survives a power loss. The dispatcher's own
+    bookkeeping (claims, attempt results) always commits with NORMAL: it survives a
+    process crash, and what a power loss may roll back is delivered again (same
+    webhook-id), which at-least-once allows. See docs/reliability.md.
+    """
+
     dialect = "sqlite"
 
-    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    def __init__(self, writer: SqliteThread, reader: SqliteThread, synchronous: SynchronousMode) -> None:
         self._writer = writer
         self._reader = reader
-        self._write_lock = asyncio.Lock()
-        self._q = load_queries("sqlite")
+        self._acknowledged = synchronous
+        self._bookkeeping: SynchronousMode = "OFF" if synchronous == "OFF" else "NORMAL"
 
     @classmethod
     async def open(cls, url: str, synchronous: SynchronousMode = "FULL") -> SqliteStorage:
@@ -87,270 +92,299 @@ class SqliteStorage:
             raise ConfigError(f"SQLite {sqlite3.sqlite_version} is too old: Workly needs 3.38 or newer")
         path = sqlite_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = await _connect(path)
-        await writer.execute("PRAGMA journal_mode = WAL")
-        await writer.execute(f"PRAGMA synchronous = {synchronous}")
-        reader = await _connect(path)
-        await reader.execute("PRAGMA query_only = ON")
-        return cls(writer, reader)
+        common = ["PRAGMA foreign_keys = ON", "PRAGMA busy_timeout = 5000"]
+        writer, reader = SqliteThread("writer"), SqliteThread("reader")
+        await writer.open(path, [*common, "PRAGMA journal_mode = WAL"])
+        await reader.open(path, [*common, "PRAGMA query_only = ON"])
+        return cls(writer, reader, synchronous)
 
     async def close(self) -> None:
         await self._reader.close()
         await self._writer.close()
 
     async def ping(self) -> None:
-        await self._reader.execute(self._q.ping)
+        await self._reader.run(_fetchall, _Q.ping)
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._writer
-            except BaseException:
-                await self._writer.rollback()
-                raise
-            await self._writer.commit()
+    async def needs_vacuum(self) -> bool:
+        return False  # rows are updated in place: no dead versions pile up
+
+    async def vacuum(self) -> None:
+        """Nothing to do (see needs_vacuum)."""
+
+    async def announce_work(self) -> None:
+        """Single process: the enqueuer already woke the only dispatcher."""
+
+    async def listen_for_work(self, on_work: Callable[[], None]) -> None:
+        """Single process: nobody else announces work."""
 
     async def migrate(self) -> list[int]:
-        applied = []
-        async with self._transaction() as db:
-            await db.execute(self._q.lock_migrations)
-            await db.execute(self._q.create_schema_version)
-            current = await _fetchval(db, self._q.get_schema_version)
-            for migration in pending("sqlite", current):
-                for statement in _split_statements(migration.sql):
-                    await db.execute(statement)
-                await db.execute(self._q.set_schema_version, {"version": migration.version})
-                applied.append(migration.version)
-        return applied
+        return await self._writer.transaction(self._acknowledged, _migrate)
 
     async def schema_version(self) -> int:
-        async with self._transaction() as db:
-            await db.execute(self._q.create_schema_version)
-            version: int = await _fetchval(db, self._q.get_schema_version)
-            return version
+        return await self._writer.transaction(self._acknowledged, _schema_version)
 
     # --- tasks -------------------------------------------------------------------
-    async def enqueue(self, queue: str, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        now_us = to_us(now)
-        async with self._transaction() as db:
-            await db.execute(self._q.ensure_queue, {"queue": queue, "now": now_us})
-            keys = sorted({t.idempotency_key for t in tasks if t.idempotency_key is not None})
-            existing: list[sqlite3.Row] = []
-            if keys:
-                existing = await _fetchall(
-                    db, self._q.get_tasks_by_idempotency_keys, {"queue": queue, "keys": json.dumps(keys)}
-                )
-            # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
-            taken = {row["idempotency_key"] for row in existing}
-            to_insert = []
-            for task in tasks:
-                if task.idempotency_key is not None:
-                    if task.idempotency_key in taken:
-                        continue
-                    taken.add(task.idempotency_key)
-                to_insert.append(_task_params(queue, task, now_us))
-            await db.executemany(self._q.insert_tasks, to_insert)
-            created = await _fetchall(
-                db, self._q.get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])}
-            )
-        return enqueue_results(
-            tasks,
-            {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
-            {row["idempotency_key"]: rows.task_from_row(row, _DECODERS) for row in existing},
-        )
+    async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        return await self._writer.transaction(self._acknowledged, _enqueue, tasks, to_us(now))
 
     async def get_task(self, task_id: str) -> Task | None:
-        found = await _fetchall(self._reader, self._q.get_task, {"id": task_id})
-        return rows.task_from_row(found[0], _DECODERS) if found else None
+        return await self._reader.run(_get_task, task_id)
 
     async def list_tasks(
         self, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
-        if not await _fetchall(self._reader, self._q.get_queue, {"name": queue}):
-            raise QueueNotFound(queue)
-        params = {
-            "queue": queue,
-            "status": status,
-            "before": _MAX_SEQ if before_seq is None else before_seq,
-            "limit": limit + 1,
-        }
-        query = self._q.list_tasks if status is None else self._q.list_tasks_by_status
-        found = await _fetchall(self._reader, query, params)
-        page = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
-        return page, (found[limit - 1]["seq"] if len(found) > limit else None)
+        return await self._reader.run(_list_tasks, queue, status, limit, before_seq)
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
-        if not await _fetchall(self._reader, self._q.get_task, {"id": task_id}):
-            raise TaskNotFound(task_id)
-        found = await _fetchall(self._reader, self._q.list_attempts, {"id": task_id})
-        return [rows.attempt_from_row(row, _DECODERS) for row in found]
+        return await self._reader.run(_list_attempts, task_id)
 
     async def cancel_task(self, task_id: str, now: datetime) -> Task:
-        return await self._transition(self._q.cancel_task, task_id, now, "cancel")
+        return await self._writer.transaction(
+            self._acknowledged, _transition, _Q.cancel_task, task_id, to_us(now), "cancel"
+        )
 
     async def retry_task(self, task_id: str, now: datetime) -> Task:
-        return await self._transition(self._q.retry_task, task_id, now, "retry")
-
-    async def _transition(self, query: str, task_id: str, now: datetime, action: str) -> Task:
-        async with self._transaction() as db:
-            changed = await _fetchall(db, query, {"id": task_id, "now": to_us(now)})
-            found = await _fetchall(db, self._q.get_task, {"id": task_id})
-        task = rows.task_from_row(found[0], _DECODERS) if found else None
-        return check_transition(task_id, task, bool(changed), action)
+        return await self._writer.transaction(
+            self._acknowledged, _transition, _Q.retry_task, task_id, to_us(now), "retry"
+        )
 
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(
-        self, limit: int, now: datetime, lease_token: str, lease_margin: float
+        self,
+        limit: int,
+        now: datetime,
+        lease_token: str,
+        lease_margin: float,
+        busy: Mapping[str, int] | None = None,
     ) -> list[ClaimedTask]:
-        now_us = to_us(now)
-        async with self._transaction() as db:
-            heads: list[sqlite3.Row] = []
-            for queue in await _fetchall(db, self._q.claim_tasks_open_queues):
-                candidates = await _fetchall(
-                    db,
-                    self._q.claim_tasks_candidates,
-                    {"queue": queue["name"], "now": now_us, "limit": min(queue["free"], limit)},
-                )
-                heads.extend(candidates)
-            if not heads:
-                return []
-            chosen = heapq.nsmallest(limit, heads, key=rows.claim_order)
-            found = await _fetchall(
-                db,
-                self._q.claim_tasks,
-                {
-                    "now": now_us,
-                    "lease_token": lease_token,
-                    "lease_margin": lease_margin,
-                    "seqs": json.dumps([row["seq"] for row in chosen]),
-                },
-            )
-        return [
-            rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(found, key=rows.claim_order)
-        ]
+        return await self._writer.transaction(
+            self._bookkeeping, _claim, limit, to_us(now), lease_token, lease_margin, dict(busy or {})
+        )
 
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
         if not results:
             return RecordSummary(accepted=0, stale=0)
-        payload = json.dumps(
-            [
-                {
-                    "task_seq": r.task_seq,
-                    "lease_token": r.lease_token,
-                    "outcome": r.outcome,
-                    "next_run_at": None if r.next_run_at is None else to_us(r.next_run_at),
-                    "status_code": r.status_code,
-                    "error": r.error,
-                }
-                for r in results
-            ]
-        )
-        async with self._transaction() as db:
-            updated = await _fetchall(db, self._q.record_results, {"results": payload, "now": to_us(now)})
-            accepted = {row["seq"] for row in updated}
-            await db.executemany(
-                self._q.record_results_attempts,
-                [
-                    {
-                        "task_seq": r.task_seq,
-                        "attempt": r.attempt,
-                        "started_at": to_us(r.started_at),
-                        "finished_at": to_us(r.finished_at),
-                        "status_code": r.status_code,
-                        "error": r.error,
-                        "response": r.response,
-                        "stale": r.task_seq not in accepted,
-                    }
-                    for r in results
-                ],
-            )
-        stale = sum(1 for r in results if r.task_seq not in accepted)
-        return RecordSummary(accepted=len(results) - stale, stale=stale)
+        return await self._writer.transaction(self._bookkeeping, _record, results, to_us(now))
 
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None:
-        return await _read_queue(self._reader, self._q.get_queue, self._q.count_tasks_of_queue, name)
+        return await self._reader.run(_read_queue, name)
 
     async def list_queues(self) -> list[Queue]:
-        found = await _fetchall(self._reader, self._q.list_queues)
-        counts = rows.counts_by_queue(await _fetchall(self._reader, self._q.count_tasks))
-        return [
-            rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS) for row in found
-        ]
+        return await self._reader.run(_list_queues)
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
-        async with self._transaction() as db:
-            created = not await _fetchall(db, self._q.get_queue, {"name": name})
-            await db.execute(self._q.put_queue, _config_params(name, config, now))
-            queue = await _read_queue(db, self._q.get_queue, self._q.count_tasks_of_queue, name)
-        assert queue is not None
-        return queue, created
+        return await self._writer.transaction(self._acknowledged, _put_queue, name, config, to_us(now))
 
     async def update_queue(self, name: str, changes: Mapping[str, Any], now: datetime) -> Queue:
-        async with self._transaction() as db:
-            found = await _fetchall(db, self._q.get_queue_for_update, {"name": name})
-            if not found:
-                raise QueueNotFound(name)
-            config = check_queue_config(replace(rows.queue_config_from_row(found[0]), **changes))
-            await db.execute(self._q.update_queue, _config_params(name, config, now))
-            queue = await _read_queue(db, self._q.get_queue, self._q.count_tasks_of_queue, name)
-        assert queue is not None
-        return queue
+        return await self._writer.transaction(self._acknowledged, _update_queue, name, changes, to_us(now))
 
     async def delete_queue(self, name: str) -> None:
-        async with self._transaction() as db:
-            if not await _fetchall(db, self._q.delete_queue, {"name": name}):
-                raise QueueNotFound(name)
+        await self._writer.transaction(self._acknowledged, _delete_queue, name)
 
     async def purge_queue(self, name: str) -> int:
-        async with self._transaction() as db:
-            if not await _fetchall(db, self._q.get_queue, {"name": name}):
-                raise QueueNotFound(name)
-            cursor = await db.execute(self._q.purge_queue, {"queue": name})
-            return cursor.rowcount
+        return await self._writer.transaction(self._acknowledged, _purge_queue, name)
 
 
-async def _connect(path: Path) -> aiosqlite.Connection:
-    db = await aiosqlite.connect(path, isolation_level=None)
-    db.row_factory = sqlite3.Row
-    await db.execute("PRAGMA foreign_keys = ON")
-    await db.execute("PRAGMA busy_timeout = 5000")
-    return db
+# --- what runs on the connection threads ------------------------------------------
+# Each function takes the connection first; writes run inside BEGIN IMMEDIATE.
 
 
-async def _fetchall(
-    db: aiosqlite.Connection, query: str, params: Mapping[str, Any] | None = None
-) -> list[sqlite3.Row]:
-    return list(await db.execute_fetchall(query, params or {}))
+def _fetchall(db: Db, query: str, params: Mapping[str, Any] | None = None) -> list[sqlite3.Row]:
+    return db.execute(query, params or {}).fetchall()
 
 
-async def _fetchone(
-    db: aiosqlite.Connection, query: str, params: Mapping[str, Any] | None = None
-) -> sqlite3.Row | None:
-    found = await _fetchall(db, query, params)
-    return found[0] if found else None
+def _fetchone(db: Db, query: str, params: Mapping[str, Any] | None = None) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = db.execute(query, params or {}).fetchone()
+    return row
 
 
-async def _fetchval(db: aiosqlite.Connection, query: str, params: Mapping[str, Any] | None = None) -> Any:
-    row = await _fetchone(db, query, params)
+def _migrate(db: Db) -> list[int]:
+    db.execute(_Q.lock_migrations)
+    db.execute(_Q.create_schema_version)
+    applied = []
+    for migration in pending("sqlite", _current_version(db)):
+        for statement in _split_statements(migration.sql):
+            db.execute(statement)
+        db.execute(_Q.set_schema_version, {"version": migration.version})
+        applied.append(migration.version)
+    return applied
+
+
+def _schema_version(db: Db) -> int:
+    db.execute(_Q.create_schema_version)
+    return _current_version(db)
+
+
+def _current_version(db: Db) -> int:
+    row = _fetchone(db, _Q.get_schema_version)
     assert row is not None
-    return row[0]
+    version: int = row["version"]
+    return version
 
 
-async def _read_queue(db: aiosqlite.Connection, get_query: str, count_query: str, name: str) -> Queue | None:
-    found = await _fetchall(db, get_query, {"name": name})
-    if not found:
+def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
+    db.executemany(
+        _Q.enqueue_tasks_ensure_queues,
+        [{"queue": q, "now": now_us} for q in sorted({t.queue for t in tasks})],
+    )
+    keys = idempotency_keys(tasks)
+    existing = _fetchall(db, _Q.get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
+    # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
+    taken = {(row["queue"], row["idempotency_key"]) for row in existing}
+    to_insert = []
+    for task in tasks:
+        if task.idempotency_key is not None:
+            if (task.queue, task.idempotency_key) in taken:
+                continue
+            taken.add((task.queue, task.idempotency_key))
+        to_insert.append(_task_params(task, now_us))
+    db.executemany(_Q.enqueue_tasks_insert, to_insert)
+    created = _fetchall(db, _Q.enqueue_tasks_read_back, {"ids": json.dumps([p["id"] for p in to_insert])})
+    return enqueue_results(
+        tasks,
+        {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
+        {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
+    )
+
+
+def _get_task(db: Db, task_id: str) -> Task | None:
+    row = _fetchone(db, _Q.get_task, {"id": task_id})
+    return None if row is None else rows.task_from_row(row, _DECODERS)
+
+
+def _list_tasks(
+    db: Db, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
+) -> tuple[list[Task], int | None]:
+    if _fetchone(db, _Q.get_queue, {"name": queue}) is None:
+        raise QueueNotFound(queue)
+    params = {
+        "queue": queue,
+        "status": status,
+        "before": _MAX_SEQ if before_seq is None else before_seq,
+        "limit": limit + 1,
+    }
+    found = _fetchall(db, _Q.list_tasks if status is None else _Q.list_tasks_by_status, params)
+    page = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
+    return page, (found[limit - 1]["seq"] if len(found) > limit else None)
+
+
+def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
+    if _fetchone(db, _Q.get_task, {"id": task_id}) is None:
+        raise TaskNotFound(task_id)
+    return [rows.attempt_from_row(row, _DECODERS) for row in _fetchall(db, _Q.list_attempts, {"id": task_id})]
+
+
+def _transition(db: Db, query: str, task_id: str, now_us: int, action: str) -> Task:
+    changed = _fetchall(db, query, {"id": task_id, "now": now_us})
+    return check_transition(task_id, _get_task(db, task_id), bool(changed), action)
+
+
+def _claim(
+    db: Db, limit: int, now_us: int, lease_token: str, lease_margin: float, busy: dict[str, int]
+) -> list[ClaimedTask]:
+    heads: list[sqlite3.Row] = []
+    for queue in _fetchall(db, _Q.claim_tasks_open_queues, {"busy": json.dumps(busy)}):
+        params = {"queue": queue["name"], "now": now_us, "limit": min(queue["free"], limit)}
+        heads.extend(_fetchall(db, _Q.claim_tasks_candidates, params))
+    if not heads:
+        return []
+    chosen = heapq.nsmallest(limit, heads, key=rows.claim_order)
+    params = {
+        "now": now_us,
+        "lease_token": lease_token,
+        "lease_margin": lease_margin,
+        "seqs": json.dumps([row["seq"] for row in chosen]),
+    }
+    found = _fetchall(db, _Q.claim_tasks, params)
+    return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(found, key=rows.claim_order)]
+
+
+def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSummary:
+    payload = json.dumps(
+        [
+            {
+                "task_seq": r.task_seq,
+                "lease_token": r.lease_token,
+                "outcome": r.outcome,
+                "next_run_at": None if r.next_run_at is None else to_us(r.next_run_at),
+                "status_code": r.status_code,
+                "error": r.error,
+            }
+            for r in results
+        ]
+    )
+    accepted = {row["seq"] for row in _fetchall(db, _Q.record_results, {"results": payload, "now": now_us})}
+    db.executemany(
+        _Q.record_results_attempts,
+        [
+            {
+                "task_seq": r.task_seq,
+                "attempt": r.attempt,
+                "started_at": to_us(r.started_at),
+                "finished_at": to_us(r.finished_at),
+                "status_code": r.status_code,
+                "error": r.error,
+                "response": r.response,
+                "stale": r.task_seq not in accepted,
+            }
+            for r in results
+        ],
+    )
+    stale = sum(1 for r in results if r.task_seq not in accepted)
+    return RecordSummary(accepted=len(results) - stale, stale=stale)
+
+
+def _read_queue(db: Db, name: str) -> Queue | None:
+    row = _fetchone(db, _Q.get_queue, {"name": name})
+    if row is None:
         return None
-    counts = rows.counts_by_queue(await _fetchall(db, count_query, {"queue": name}))
-    return rows.queue_from_row(found[0], counts.get(name, rows.empty_counts()), _DECODERS)
+    counts = rows.counts_by_queue(_fetchall(db, _Q.count_tasks_of_queue, {"queue": name}))
+    return rows.queue_from_row(row, counts.get(name, rows.empty_counts()), _DECODERS)
 
 
-def _task_params(queue: str, task: NewTask, now_us: int) -> dict[str, Any]:
+def _list_queues(db: Db) -> list[Queue]:
+    counts = rows.counts_by_queue(_fetchall(db, _Q.count_tasks))
+    return [
+        rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS)
+        for row in _fetchall(db, _Q.list_queues)
+    ]
+
+
+def _put_queue(db: Db, name: str, config: QueueConfig, now_us: int) -> tuple[Queue, bool]:
+    created = _fetchone(db, _Q.get_queue, {"name": name}) is None
+    db.execute(_Q.put_queue, _config_params(name, config, now_us))
+    queue = _read_queue(db, name)
+    assert queue is not None
+    return queue, created
+
+
+def _update_queue(db: Db, name: str, changes: Mapping[str, Any], now_us: int) -> Queue:
+    row = _fetchone(db, _Q.get_queue_for_update, {"name": name})
+    if row is None:
+        raise QueueNotFound(name)
+    config = check_queue_config(replace(rows.queue_config_from_row(row), **changes))
+    db.execute(_Q.update_queue, _config_params(name, config, now_us))
+    queue = _read_queue(db, name)
+    assert queue is not None
+    return queue
+
+
+def _delete_queue(db: Db, name: str) -> None:
+    if not _fetchall(db, _Q.delete_queue, {"name": name}):
+        raise QueueNotFound(name)
+
+
+def _purge_queue(db: Db, name: str) -> int:
+    if _fetchone(db, _Q.get_queue, {"name": name}) is None:
+        raise QueueNotFound(name)
+    return db.execute(_Q.purge_queue, {"queue": name}).rowcount
+
+
+def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
     return {
         "id": task.id,
-        "queue": queue,
+        "queue": task.queue,
         "url": task.url,
         "method": task.method,
         "headers": json.dumps(task.headers),
@@ -366,8 +400,8 @@ def _task_params(queue: str, task: NewTask, now_us: int) -> dict[str, Any]:
     }
 
 
-def _config_params(name: str, config: QueueConfig, now: datetime) -> dict[str, Any]:
-    return {**asdict(config), "name": name, "now": to_us(now)}
+def _config_params(name: str, config: QueueConfig, now_us: int) -> dict[str, Any]:
+    return {**asdict(config), "name": name, "now": now_us}
 
 
 def _split_statements(script: str) -> list[str]:

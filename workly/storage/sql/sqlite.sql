@@ -3,23 +3,26 @@
 -- Times are integer microseconds since the epoch; :now comes from the caller.
 -- All writes run on the single writer connection inside BEGIN IMMEDIATE.
 
--- name: ensure_queue
+-- name: enqueue_tasks_ensure_queues
+-- Run with executemany, once per distinct queue.
 INSERT INTO queues (name, created_at, updated_at) VALUES (:queue, :now, :now)
 ON CONFLICT (name) DO NOTHING;
 
--- name: insert_tasks
+-- name: enqueue_tasks_insert
 -- Run with executemany inside one transaction: in-process, so no round trip per row.
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                    idempotency_key, max_attempts, timeout, created_at, updated_at)
 VALUES (:id, :queue, 'ready', :url, :method, :headers, :body, coalesce(:run_at, :now), :priority,
         :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now);
 
--- name: get_tasks_by_ids
+-- name: enqueue_tasks_read_back
+-- executemany returns no rows, so the inserted tasks are read back in the same transaction.
 SELECT * FROM task_view WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: get_tasks_by_idempotency_keys
+-- :keys is a JSON array of [queue, idempotency_key] pairs.
 SELECT * FROM task_view
-WHERE queue = :queue AND idempotency_key IN (SELECT value FROM json_each(:keys));
+WHERE (queue, idempotency_key) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:keys));
 
 -- name: get_task
 SELECT * FROM task_view WHERE id = :id;
@@ -55,11 +58,10 @@ RETURNING seq;
 -- one's head of line from tasks_claim, then one UPDATE of the best of those. It is
 -- in-process, so the extra statements cost no round trips, and every scan is bounded
 -- by the batch size, never by the backlog.
+-- :busy is a JSON object {queue: deliveries in flight} from the caller (see postgres.sql).
 SELECT name, free
 FROM (
-    SELECT q.name,
-           q.max_concurrency - (SELECT count(*) FROM tasks r
-                                WHERE r.queue = q.name AND r.status = 'running') AS free
+    SELECT q.name, q.max_concurrency - coalesce(:busy ->> ('$."' || q.name || '"'), 0) AS free
     FROM queues q
     WHERE q.paused = 0
 )

@@ -1,0 +1,100 @@
+"""Housekeeping: when Workly vacuums, and that vacuuming keeps the claim's scan short."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import new, result_for
+from workly.housekeeping import Housekeeper
+from workly.models import QueueConfig
+from workly.storage.postgres import PostgresStorage
+from workly.storage.queries import load_queries
+
+
+class VacuumCounter:
+    """Only what Housekeeper calls: whether the database vacuums itself, and vacuum."""
+
+    def __init__(self, autovacuum: bool) -> None:
+        self.autovacuum = autovacuum
+        self.vacuums = 0
+
+    async def needs_vacuum(self) -> bool:
+        return not self.autovacuum
+
+    async def vacuum(self) -> None:
+        self.vacuums += 1
+
+
+async def run_for(storage: VacuumCounter, interval: float | None, seconds: float = 0.2) -> int:
+    keeper = Housekeeper(storage, interval, auto_interval=0.02)  # type: ignore[arg-type]
+    await keeper.start()
+    await asyncio.sleep(seconds)
+    await keeper.stop()
+    return storage.vacuums
+
+
+@pytest.mark.parametrize(
+    ("autovacuum", "interval", "vacuums"),
+    [
+        (False, None, True),  # the server does not vacuum: Workly does
+        (True, None, False),  # autovacuum runs: Workly leaves it to it
+        (True, 0.02, True),  # an explicit interval always applies
+        (False, 0, False),  # 0 turns it off
+    ],
+)
+async def test_when_workly_vacuums(autovacuum: bool, interval: float | None, vacuums: bool) -> None:
+    assert (await run_for(VacuumCounter(autovacuum), interval) >= 2) is vacuums
+
+
+@pytest.mark.postgres
+async def test_postgres_knows_whether_autovacuum_is_on(pg_url: str) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            setting = await conn.fetchval("SHOW autovacuum")
+        finally:
+            await conn.close()
+        assert await storage.needs_vacuum() is (setting == "off")
+    finally:
+        await storage.close()
+
+
+async def _claim_buffers(url: str) -> int:
+    """Buffers the claim's plan touches (rolled back: nothing is claimed for real)."""
+    conn = await asyncpg.connect(url)
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        sql = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_queries("postgres").claim_tasks
+        raw = await conn.fetchval(sql, datetime.now(UTC), 100, "probe", 30.0, [], [])
+    finally:
+        await transaction.rollback()
+        await conn.close()
+    plan: dict[str, Any] = json.loads(raw)[0]["Plan"]
+    return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
+
+
+@pytest.mark.postgres
+async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        now = datetime.now(UTC)
+        await storage.put_queue("q", QueueConfig(max_concurrency=10_000), now)
+        for _ in range(6):
+            await storage.enqueue([new() for _ in range(500)], now)
+            claimed = await storage.claim_tasks(500, now, uuid.uuid4().hex, 30)
+            await storage.record_results([result_for(c, now, "succeeded") for c in claimed], now)
+        before = await _claim_buffers(pg_url)
+        await storage.vacuum()
+        after = await _claim_buffers(pg_url)
+    finally:
+        await storage.close()
+    assert after * 3 < before, f"claim touched {before} buffers before vacuum, {after} after"

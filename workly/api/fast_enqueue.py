@@ -1,0 +1,99 @@
+"""The enqueue hot path, served beneath the framework.
+
+``POST /v1/queues/{queue}/tasks`` is the request a busy client sends most. Profiling at
+1,000 tasks/s (docs/performance.md) put most of its CPU in the framework layers
+(middleware, routing, dependency solving), not in Workly. This ASGI wrapper serves a
+*valid* enqueue directly: it checks the content type and Idempotency-Key header,
+validates the body with the same pydantic model, and stores it through the same
+``store_one`` as the route. Anything else, and every error, is replayed unchanged into
+the FastAPI app, whose route gives the one documented answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from workly.api.media import is_json_type
+from workly.api.problems import problem_for_exception
+from workly.api.runtime import Runtime
+from workly.api.schemas import TaskIn
+from workly.api.tasks import store_one
+
+_PATH = re.compile(r"^/v1/queues/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/tasks$")
+_IDEMPOTENCY_KEY = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")
+
+
+class FastEnqueue:
+    def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime]) -> None:
+        self._app = app
+        self._runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        match = _PATH.match(scope["path"])
+        if match is None:
+            await self._app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        task, idempotency_key = _valid_request(scope, body)
+        if task is None:
+            await self._app(scope, _replay(body), send)
+            return
+        try:
+            response = await store_one(self._runtime(), match.group(1), task, idempotency_key)
+        except Exception as exc:
+            response = problem_for_exception(scope, exc)
+        await response(scope, _replay(body), send)
+
+
+def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None]:
+    """The task and Idempotency-Key of a request the route would accept, else (None, None)."""
+    content_type = idempotency_key = None
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            content_type = value.decode("latin-1")
+        elif name == b"idempotency-key":
+            idempotency_key = value.decode("latin-1")
+    if content_type is None or not is_json_type(content_type):
+        return None, None
+    if idempotency_key is not None and not _IDEMPOTENCY_KEY.match(idempotency_key):
+        return None, None
+    try:
+        task = TaskIn.model_validate_json(body)
+    except ValidationError:
+        return None, None
+    if idempotency_key and task.idempotency_key and idempotency_key != task.idempotency_key:
+        return None, None
+    return task, idempotency_key
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A receive that hands the already-read body to the next app, then waits as usual."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
