@@ -10,8 +10,9 @@ from tests.storage.helpers import new
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
-from workly.dispatch.deliverer import Deliverer, close_session, new_session
+from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
+from workly.dispatch.http_client import HttpClient
 from workly.models import QueueConfig, Task
 from workly.signing import Signer
 from workly.storage.base import Storage
@@ -19,16 +20,16 @@ from workly.storage.base import Storage
 
 @asynccontextmanager
 async def dispatching(storage: Storage, **options: float) -> AsyncIterator[Dispatcher]:
-    session = new_session(100)
+    client = HttpClient()
     dispatcher = Dispatcher(
-        storage, Deliverer(session, Signer([TEST_SECRET]), system_clock), system_clock, **options
+        storage, Deliverer(client, Signer([TEST_SECRET]), system_clock), system_clock, **options
     )  # type: ignore[arg-type]
     dispatcher.start()
     try:
         yield dispatcher
     finally:
         await dispatcher.stop()
-        await close_session(session)
+        await client.close()
 
 
 async def wait_until(check: Callable[[], object], timeout: float = 10.0) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from typing import cast
 
 import httptools
 
@@ -58,11 +59,11 @@ class _SinkProtocol(asyncio.Protocol):
         self._sink = sink
         self._parser = httptools.HttpRequestParser(self)
         self._url = b""
-        self._transport: asyncio.Transport | None = None
+        self._transport: asyncio.WriteTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport (asyncio's or uvloop's, which do not share a base class).
+        self._transport = cast(asyncio.WriteTransport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:

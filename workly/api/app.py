@@ -17,8 +17,9 @@ from workly.api.runtime import Runtime
 from workly.batching import CoalescedCall
 from workly.clock import Clock, system_clock
 from workly.config import Settings
-from workly.dispatch.deliverer import Deliverer, close_session, new_session
+from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
+from workly.dispatch.http_client import HttpClient
 from workly.enqueuer import Enqueuer
 from workly.errors import ConfigError
 from workly.housekeeping import Housekeeper
@@ -38,14 +39,14 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         storage = await open_storage(database_url, settings.sqlite_synchronous)
-        session = new_session(settings.max_in_flight)
+        client = HttpClient(max_body=settings.response_snippet_bytes)
         try:
             applied = await storage.migrate()
             if applied:
                 log.info("applied migrations %s", applied)
             dispatcher = Dispatcher(
                 storage,
-                Deliverer(session, signer, clock, settings.response_snippet_bytes),
+                Deliverer(client, signer, clock),
                 clock,
                 max_in_flight=settings.max_in_flight,
                 poll_interval=settings.poll_interval,
@@ -75,7 +76,7 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
                 await announcer.drain()
                 await dispatcher.stop()
         finally:
-            await close_session(session)
+            await client.close()
             await storage.close()
 
     app = FastAPI(

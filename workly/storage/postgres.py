@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import logging
 import os
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import astuple, replace
 from datetime import datetime
-from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -33,14 +28,11 @@ from workly.models import (
 )
 from workly.storage import rows
 from workly.storage.migrator import pending
+from workly.storage.postgres_wakeups import PostgresWakeups
 from workly.storage.queries import load_queries
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 _MAX_SEQ = 2**63 - 1
-WAKE_CHANNEL = "workly_work"
-_LISTEN_RETRY_MIN, _LISTEN_RETRY_MAX = 0.5, 10.0
-_LISTEN_CHECK_EVERY = 15.0
-log = logging.getLogger("workly.storage")
 
 
 def _as_datetime(value: Any) -> datetime:
@@ -94,8 +86,7 @@ class PostgresStorage:
         self._pool = pool
         self._dsn = dsn
         self._q = load_queries("postgres")
-        self._listener: asyncio.Task[None] | None = None
-        self._process_id = uuid.uuid4().hex  # the NOTIFY payload: who announced
+        self.wakeups = PostgresWakeups(pool, dsn, self._q)
 
     @classmethod
     async def open(cls, url: str) -> PostgresStorage:
@@ -113,10 +104,7 @@ class PostgresStorage:
         return cls(pool, dsn)
 
     async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+        await self.wakeups.close()
         await self._pool.close()
 
     async def needs_vacuum(self) -> bool:
@@ -127,50 +115,10 @@ class PostgresStorage:
         await self._pool.execute(self._q.vacuum)
 
     async def announce_work(self) -> None:
-        await self._pool.execute(self._q.announce_work, self._process_id)
+        await self.wakeups.announce_work()
 
     async def listen_for_work(self, on_work: Callable[[], None]) -> None:
-        self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
-
-    async def _listen(self, on_work: Callable[[], None]) -> None:
-        """LISTEN on a connection of its own (a pooled one could not keep the session state)."""
-        retry_in = _LISTEN_RETRY_MIN
-        while True:
-            try:
-                conn = await asyncpg.connect(self._dsn, timeout=5)
-            except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-                log.warning("LISTEN connection failed (%s); retrying in %.1fs", exc, retry_in)
-                await asyncio.sleep(retry_in)
-                retry_in = min(retry_in * 2, _LISTEN_RETRY_MAX)
-                continue
-            retry_in = _LISTEN_RETRY_MIN
-            try:
-                await conn.add_listener(WAKE_CHANNEL, partial(self._on_notify, on_work))
-                on_work()  # anything announced while this connection was down
-                await self._until_lost(conn)
-                log.warning("LISTEN connection lost; reconnecting")
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-                log.warning("LISTEN connection failed (%s); reconnecting", exc)
-            finally:
-                if not conn.is_closed():
-                    conn.terminate()
-
-    def _on_notify(
-        self, on_work: Callable[[], None], conn: object, pid: int, channel: str, sender: str
-    ) -> None:
-        # This process's own enqueues already woke its dispatcher directly.
-        if sender != self._process_id:
-            on_work()
-
-    async def _until_lost(self, conn: asyncpg.Connection) -> None:
-        """Return when the connection closes or stops answering (a silent network loss)."""
-        lost = asyncio.Event()
-        conn.add_termination_listener(lambda _: lost.set())
-        while not lost.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lost.wait(), timeout=_LISTEN_CHECK_EVERY)
-                return
-            await conn.fetchval(self._q.ping, timeout=5)
+        self.wakeups.listen(on_work)
 
     async def ping(self) -> None:
         await self._pool.fetchval(self._q.ping, timeout=2)

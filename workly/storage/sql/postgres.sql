@@ -190,7 +190,7 @@ SELECT 1;
 -- name: announce_work
 -- Its own statement after the enqueue committed: a NOTIFY inside the enqueue's
 -- transaction would take a database-wide lock through that commit (seed 002).
--- $1 names the announcing process, so it can ignore its own announcements.
+-- $1 is "<kind>:<process id>": work, hello or bye (see postgres_wakeups.py).
 SELECT pg_notify('workly_work', $1);
 
 -- name: create_schema_version

@@ -1,0 +1,123 @@
+"""Wake-ups between Workly processes on one PostgreSQL: LISTEN/NOTIFY, only when useful.
+
+After an enqueue commits, its process wakes its own dispatcher directly and announces
+the work (``NOTIFY workly_work``) so that other processes claim it at once instead of
+at their next poll. Each process LISTENs on one connection of its own (a pooled one
+could not keep the session state) and reconnects when it is lost.
+
+A NOTIFY is a transaction and a round trip, so one is sent only when another process
+is listening: every process says hello when it starts listening and every
+``hello_every`` seconds, answers a newcomer's hello, and says goodbye when it closes.
+A process alone (one ``workly serve``) sends no announcements at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+import asyncpg
+
+from workly.batching import CoalescedCall
+from workly.storage.queries import Queries
+
+log = logging.getLogger("workly.storage")
+CHANNEL = "workly_work"
+_RETRY_MIN, _RETRY_MAX = 0.5, 10.0
+
+
+class PostgresWakeups:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, queries: Queries, hello_every: float = 10.0) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._q = queries
+        self._hello_every = hello_every
+        self.id = uuid.uuid4().hex
+        self._peers: dict[str, float] = {}  # other processes' ids → when last heard (monotonic)
+        self._listener: asyncio.Task[None] | None = None
+        self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
+        self.announced = 0
+
+    @property
+    def peers(self) -> set[str]:
+        horizon = time.monotonic() - 3 * self._hello_every
+        return {peer for peer, heard in self._peers.items() if heard >= horizon}
+
+    async def announce_work(self) -> None:
+        if self.peers:
+            await self._notify("work")
+            self.announced += 1
+
+    def listen(self, on_work: Callable[[], None]) -> None:
+        self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
+
+    async def close(self) -> None:
+        if self._listener is None:
+            return
+        self._listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._listener
+        await self._hello.drain()
+        with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            await asyncio.wait_for(self._notify("bye"), timeout=2)
+
+    async def _notify(self, kind: str) -> None:
+        await self._pool.execute(self._q.announce_work, f"{kind}:{self.id}")
+
+    async def _listen(self, on_work: Callable[[], None]) -> None:
+        retry_in = _RETRY_MIN
+        while True:
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=5)
+            except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+                log.warning("LISTEN connection failed (%s); retrying in %.1fs", exc, retry_in)
+                await asyncio.sleep(retry_in)
+                retry_in = min(retry_in * 2, _RETRY_MAX)
+                continue
+            retry_in = _RETRY_MIN
+            try:
+                await conn.add_listener(CHANNEL, lambda _c, _p, _ch, payload: self._heard(payload, on_work))
+                on_work()  # anything announced while this connection was down
+                await self._until_lost(conn)
+                log.warning("LISTEN connection lost; reconnecting")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                log.warning("LISTEN connection failed (%s); reconnecting", exc)
+            finally:
+                if not conn.is_closed():
+                    conn.terminate()
+
+    def _heard(self, payload: str, on_work: Callable[[], None]) -> None:
+        kind, _, sender = payload.partition(":")
+        if sender == self.id or not sender:
+            return  # this process's own enqueues woke its dispatcher directly
+        if kind == "bye":
+            self._peers.pop(sender, None)
+            return
+        newcomer = sender not in self.peers
+        self._peers[sender] = time.monotonic()
+        if kind == "work":
+            on_work()
+        elif kind == "hello" and newcomer:
+            self._hello.trigger()  # so the newcomer learns about this process at once
+
+    async def _until_lost(self, conn: asyncpg.Connection) -> None:
+        """Say hello now and every ``hello_every`` s; return when the connection is lost.
+
+        Each round also pings the connection: a network loss can be silent.
+        """
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _: lost.set())
+        while not lost.is_set():
+            self._hello.trigger()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), timeout=self._hello_every)
+                return
+            await conn.fetchval(self._q.ping, timeout=5)
+
+
+def _log_failure(exc: Exception) -> None:
+    log.warning("could not say hello to other Workly processes: %s", exc)
