@@ -161,6 +161,8 @@ def report(run: Run, steady: range, window: tuple[float, float], ceiling: float 
     start, end = window
     in_window = sum(1 for t in arrivals.values() if start <= t <= end)
     per_second = in_window / (end - start)
+    # The window is as long as sending took: longer than -duration when the sender (64
+    # requests in flight, sharing the CPU) could not keep the rate.
     sent_per_second = len(measured_ok) / (end - start)
     # Behind: over the steady window the server delivered clearly less than it was sent.
     backlog_grew = per_second < 0.97 * sent_per_second
@@ -178,6 +180,7 @@ def report(run: Run, steady: range, window: tuple[float, float], ceiling: float 
         delivery_p95=percentile(latencies, 0.95),
         delivery_p99=percentile(latencies, 0.99),
         delivered_per_second=per_second,
+        sent_per_second=sent_per_second,
         backlog_grew=backlog_grew,
         ceiling_per_second=ceiling,
     )

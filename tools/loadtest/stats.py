@@ -42,6 +42,7 @@ class Report:
     delivery_p95: float | None
     delivery_p99: float | None
     delivered_per_second: float
+    sent_per_second: float  # achieved in the steady window: below ``rate`` when the sender fell behind
     backlog_grew: bool
     ceiling_per_second: float | None = None
 
@@ -57,8 +58,11 @@ class Report:
         if self.duplicates:
             outcome += f", {self.duplicates:,} duplicated"
         saturated = " (saturated)" if self.backlog_grew else ""
+        rate = f"{self.rate:,.0f}/s"
+        if self.sent_per_second < 0.97 * self.rate:
+            rate += f" (sent {self.sent_per_second:,.0f}/s)"
         return (
-            f"| {self.rate:,.0f}/s | {fmt_ms(self.enqueue_p50)} / {fmt_ms(self.enqueue_p99)} | {latency} "
+            f"| {rate} | {fmt_ms(self.enqueue_p50)} / {fmt_ms(self.enqueue_p99)} | {latency} "
             f"| {self.delivered_per_second:,.0f}/s, {outcome}{saturated} |"
         )
 
