@@ -3,8 +3,10 @@
 A delivery needs one request and, of the answer, the status, a few headers and the
 first bytes of the body. With aiohttp a request cost 121 µs of CPU and deliveries were
 a third of the server's CPU at 1,500 tasks/s; with this client, 45 µs (both counting
-the receiving end's share: tools/bench/http_clients.py, docs/performance.md). It parses with httptools (the parser uvicorn uses) and keeps
-idle connections per origin. By design it follows no redirects, reads no proxy
+the receiving end's share: tools/bench/http_clients.py, docs/performance.md).
+
+It parses with httptools (the parser uvicorn uses) and keeps idle connections per
+origin. By design it follows no redirects, reads no proxy
 settings, keeps no cookies, asks for no compression, and reads at most ``max_body``
 bytes of a response (a longer one closes its connection instead of being drained).
 """
