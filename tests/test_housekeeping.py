@@ -12,8 +12,11 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for
+from tests.support.clock import FakeClock
+from workly.clock import system_clock
 from workly.housekeeping import Housekeeper
 from workly.models import QueueConfig
+from workly.storage.base import Storage
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import load_queries
 
@@ -33,11 +36,38 @@ class VacuumCounter:
 
 
 async def run_for(storage: VacuumCounter, interval: float | None, seconds: float = 0.2) -> int:
-    keeper = Housekeeper(storage, interval, auto_interval=0.02)  # type: ignore[arg-type]
+    keeper = Housekeeper(
+        storage,  # type: ignore[arg-type]
+        system_clock,
+        reap_interval=0,
+        on_reaped=lambda: None,
+        vacuum_interval=interval,
+        auto_vacuum_interval=0.02,
+    )
     await keeper.start()
     await asyncio.sleep(seconds)
     await keeper.stop()
     return storage.vacuums
+
+
+async def test_the_reaper_runs_periodically_and_wakes_the_dispatcher(storage: Storage) -> None:
+    clock = FakeClock()
+    await storage.enqueue([new()], clock())
+    await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 1.0)
+    clock.advance(3600)  # long past the lease
+    wakes: list[None] = []
+    keeper = Housekeeper(
+        storage, clock, reap_interval=0.02, on_reaped=lambda: wakes.append(None), vacuum_interval=0
+    )
+    await keeper.start()
+    try:
+        async with asyncio.timeout(10):
+            while not wakes:
+                await asyncio.sleep(0.01)
+    finally:
+        await keeper.stop()
+    assert keeper.reaped == 1
+    assert len(await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 1.0)) == 1
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,9 @@ class Settings(BaseSettings):
         default="FULL",
         description="SQLite PRAGMA synchronous for acknowledged writes (FULL: a 201 survives power loss)",
     )
+    reap_interval: float = Field(
+        default=5.0, ge=0, description="seconds between reaper runs (expired leases back to ready); 0 = never"
+    )
     vacuum_interval: float | None = Field(
         default=None,
         ge=0,

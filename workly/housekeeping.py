@@ -1,11 +1,15 @@
-"""Periodic database upkeep that keeps the hot paths fast.
+"""Periodic database upkeep: the reaper, and vacuum where the server does not.
+
+Reaper: a task whose lease expired (the process that claimed it died or stalled)
+returns to ready, or fails if that was its last attempt (Storage.reap_expired). It runs
+in every process; the storage makes concurrent reapers split the work.
 
 Vacuum: on PostgreSQL a task leaves three row versions behind (ready, running,
 finished). Until they are vacuumed, their index entries stay in front of the claim's
 index scan, so every claim gets slower with every task delivered (measured: 0.3 ms
 → 12 ms after 40,000 tasks, docs/performance.md). Autovacuum normally handles it
 (the migration tunes it for the tasks table); when the server runs with autovacuum
-off, Workly vacuums its own tables every ``interval`` seconds.
+off, Workly vacuums its own tables.
 """
 
 from __future__ import annotations
@@ -13,26 +17,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
+from workly.clock import Clock
 from workly.storage.base import Storage
 
 log = logging.getLogger("workly.housekeeping")
 
 
 class Housekeeper:
-    def __init__(self, storage: Storage, vacuum_interval: float | None, auto_interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        clock: Clock,
+        *,
+        reap_interval: float,
+        on_reaped: Callable[[], None],
+        vacuum_interval: float | None,
+        auto_vacuum_interval: float = 10.0,
+    ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
-        ``auto_interval`` seconds if the database does not vacuum by itself."""
+        ``auto_vacuum_interval`` seconds if the database does not vacuum by itself."""
         self._storage = storage
+        self._clock = clock
+        self._reap_interval = reap_interval
+        self._on_reaped = on_reaped
         self._vacuum_interval = vacuum_interval
-        self._auto_interval = auto_interval
-        self._task: asyncio.Task[None] | None = None
+        self._auto_vacuum_interval = auto_vacuum_interval
+        self._tasks: list[asyncio.Task[None]] = []
         self.vacuums = 0
+        self.reaped = 0
 
     async def start(self) -> None:
+        if self._reap_interval > 0:
+            self._every(self._reap_interval, self._reap, "reap")
         interval = self._vacuum_interval
         if interval is None:
-            interval = self._auto_interval if await self._storage.needs_vacuum() else 0
+            interval = self._auto_vacuum_interval if await self._storage.needs_vacuum() else 0
             if interval:
                 log.warning(
                     "PostgreSQL autovacuum is off: Workly vacuums its tables every %.0fs "
@@ -40,19 +61,32 @@ class Housekeeper:
                     interval,
                 )
         if interval > 0:
-            self._task = asyncio.create_task(self._vacuum_every(interval), name="workly-housekeeping")
+            self._every(interval, self._vacuum, "vacuum")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
 
-    async def _vacuum_every(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self._storage.vacuum()
-                self.vacuums += 1
-            except Exception as exc:
-                log.warning("vacuum failed (retrying in %.0fs): %s", interval, exc)
+    def _every(self, interval: float, job: Callable[[], Awaitable[None]], name: str) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    await job()
+                except Exception as exc:
+                    log.warning("%s failed (retrying in %.0fs): %s", name, interval, exc)
+
+        self._tasks.append(asyncio.create_task(loop(), name=f"workly-{name}"))
+
+    async def _reap(self) -> None:
+        while reaped := await self._storage.reap_expired(self._clock()):
+            self.reaped += reaped
+            log.warning("returned %d task(s) whose lease expired", reaped)
+            self._on_reaped()
+
+    async def _vacuum(self) -> None:
+        await self._storage.vacuum()
+        self.vacuums += 1

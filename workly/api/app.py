@@ -63,7 +63,13 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
             app.state.runtime = Runtime(
                 settings=settings, storage=storage, dispatcher=dispatcher, enqueuer=enqueuer, clock=clock
             )
-            housekeeper = Housekeeper(storage, settings.vacuum_interval)
+            housekeeper = Housekeeper(
+                storage,
+                clock,
+                reap_interval=settings.reap_interval,
+                on_reaped=dispatcher.wake,
+                vacuum_interval=settings.vacuum_interval,
+            )
             if settings.dispatch:
                 await storage.listen_for_work(dispatcher.wake)
                 dispatcher.start()

@@ -110,6 +110,11 @@ class Storage(Protocol):
         its attempt is still kept, marked stale, and the task is left as it is.
         """
 
+    async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
+        """Return running tasks whose lease expired before ``now`` to ready (due now), or
+        fail them when that attempt was their last; record each as an attempt ending in
+        "lease expired". Safe to run in several processes at once. Returns how many."""
+
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None: ...
 

@@ -255,6 +255,9 @@ class PostgresStorage:
         accepted = sum(1 for row in stale_flags if not row["stale"])
         return RecordSummary(accepted=accepted, stale=len(results) - accepted)
 
+    async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
+        return len(await self._pool.fetch(self._q.reap_expired, now, limit))
+
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None:
         async with self._pool.acquire() as conn:

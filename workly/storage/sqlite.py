@@ -166,6 +166,9 @@ class SqliteStorage:
             return RecordSummary(accepted=0, stale=0)
         return await self._writer.transaction(self._bookkeeping, _record, results, to_us(now))
 
+    async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
+        return await self._writer.transaction(self._bookkeeping, _reap, to_us(now), limit)
+
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None:
         return await self._reader.run(_read_queue, name)
@@ -333,6 +336,14 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
     )
     stale = sum(1 for r in results if r.task_seq not in accepted)
     return RecordSummary(accepted=len(results) - stale, stale=stale)
+
+
+def _reap(db: Db, now_us: int, limit: int) -> int:
+    params = {"now": now_us, "limit": limit}
+    seqs = [row["task_seq"] for row in _fetchall(db, _Q.reap_expired_attempts, params)]
+    if seqs:
+        db.execute(_Q.reap_expired, {"now": now_us, "seqs": json.dumps(seqs)})
+    return len(seqs)
 
 
 def _read_queue(db: Db, name: str) -> Queue | None:

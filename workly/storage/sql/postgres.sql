@@ -215,3 +215,36 @@ SELECT current_setting('autovacuum')::boolean AS enabled;
 -- name: vacuum
 -- SKIP_LOCKED: with several processes, whoever is first vacuums and the rest skip.
 VACUUM (SKIP_LOCKED) tasks, attempts, queues;
+
+-- name: reap_expired
+-- $1 now, $2 batch size. Running tasks whose lease expired (their process died or
+-- stalled) return to ready, due now, or fail when that attempt was their last; each
+-- gets an attempt row saying so (the claim set updated_at, so it marks the start). A
+-- result that later arrives under the old lease is refused by record_results' fence.
+-- SKIP LOCKED: reapers in several processes split the work instead of waiting.
+WITH expired AS (
+    SELECT seq, updated_at AS claimed_at
+    FROM tasks
+    WHERE status = 'running' AND lease_expires_at < $1
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+reaped AS (
+    UPDATE tasks t
+    SET status = CASE WHEN t.attempts >= coalesce(t.max_attempts, q.max_attempts) THEN 'failed'
+                      ELSE 'ready' END,
+        run_at = $1,
+        last_status_code = NULL,
+        last_error = 'lease expired: no result from the process that claimed it',
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        updated_at = $1
+    FROM expired e, queues q
+    WHERE t.seq = e.seq AND q.name = t.queue
+    RETURNING t.seq, t.attempts, t.last_error
+)
+INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
+SELECT r.seq, r.attempts, e.claimed_at, $1, NULL, r.last_error, '', false
+FROM reaped r JOIN expired e ON e.seq = r.seq
+RETURNING task_seq;

@@ -174,3 +174,30 @@ SELECT coalesce(max(version), 0) AS version FROM schema_version;
 
 -- name: set_schema_version
 INSERT INTO schema_version (version) VALUES (:version);
+
+-- name: reap_expired_attempts
+-- SQLite runs the reap as two statements in one BEGIN IMMEDIATE transaction: first the
+-- attempt rows (the claim set updated_at, so it marks the start), then the tasks.
+INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
+SELECT seq, attempts, updated_at, :now, NULL,
+       'lease expired: no result from the process that claimed it', X'', 0
+FROM tasks INDEXED BY tasks_lease
+WHERE status = 'running' AND lease_expires_at < :now
+ORDER BY lease_expires_at
+LIMIT :limit
+RETURNING task_seq;
+
+-- name: reap_expired
+-- Running tasks whose lease expired return to ready, due now, or fail when that attempt
+-- was their last (see postgres.sql). :seqs are the tasks the attempts were written for.
+UPDATE tasks
+SET status = CASE WHEN attempts >= coalesce(max_attempts,
+                      (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
+                  THEN 'failed' ELSE 'ready' END,
+    run_at = :now,
+    last_status_code = NULL,
+    last_error = 'lease expired: no result from the process that claimed it',
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = :now
+WHERE seq IN (SELECT value FROM json_each(:seqs));

@@ -1,0 +1,91 @@
+"""The storage contract, leases: the reaper and the fence, on both backends."""
+
+from __future__ import annotations
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from workly.models import QueueConfig
+from workly.storage.base import Storage
+
+MARGIN = 30.0
+LEASE = 30.0 + MARGIN  # the queue default timeout plus the margin
+
+
+async def test_a_lease_that_has_not_expired_is_left_alone(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue([new()], clock())
+    await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert await storage.reap_expired(clock.advance(LEASE - 0.001)) == 0
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert task.status == "running"
+
+
+async def test_an_expired_lease_returns_the_task_with_the_attempt_counted(
+    storage: Storage, clock: FakeClock
+) -> None:
+    [stored] = await storage.enqueue([new()], clock())
+    claimed_at = clock()
+    await storage.claim_tasks(10, clock(), token(), MARGIN)
+    reaped_at = clock.advance(LEASE + 1)
+    assert await storage.reap_expired(reaped_at) == 1
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.attempts, task.run_at) == ("ready", 1, reaped_at)
+    assert task.last_error is not None
+    assert "lease expired" in task.last_error
+    [attempt] = await storage.list_attempts(stored.task.id)
+    assert (attempt.attempt, attempt.status_code, attempt.stale) == (1, None, False)
+    assert (attempt.started_at, attempt.finished_at) == (claimed_at, reaped_at)
+    [again] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert again.attempt == 2
+    assert await storage.reap_expired(clock()) == 0  # the new lease is fresh
+
+
+async def test_the_lease_follows_the_tasks_timeout(storage: Storage, clock: FakeClock) -> None:
+    await storage.enqueue([new(timeout=5)], clock())
+    await storage.claim_tasks(10, clock(), token(), MARGIN)
+    assert await storage.reap_expired(clock.advance(5 + MARGIN - 0.01)) == 0
+    assert await storage.reap_expired(clock.advance(0.02)) == 1
+
+
+async def test_a_task_that_strands_repeatedly_fails_at_max_attempts(
+    storage: Storage, clock: FakeClock
+) -> None:
+    [stored] = await storage.enqueue([new(max_attempts=3)], clock())
+    for _ in range(3):
+        assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
+        assert await storage.reap_expired(clock.advance(LEASE + 1)) == 1
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.attempts) == ("failed", 3)
+    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    assert len(await storage.list_attempts(stored.task.id)) == 3
+
+
+async def test_a_result_from_a_reaped_claim_is_refused_and_kept_as_stale(
+    storage: Storage, clock: FakeClock
+) -> None:
+    [stored] = await storage.enqueue([new()], clock())
+    [first] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.reap_expired(clock.advance(LEASE + 1))
+    [second] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.record_results([result_for(second, clock(), "succeeded", 204)], clock())
+    late = await storage.record_results([result_for(first, clock(), "failed", 500)], clock())
+    assert (late.accepted, late.stale) == (0, 1)
+    task = await storage.get_task(stored.task.id)
+    assert task is not None
+    assert (task.status, task.last_status_code) == ("succeeded", 204)  # not overwritten
+    attempts = await storage.list_attempts(stored.task.id)
+    assert [(a.attempt, a.status_code, a.stale) for a in attempts] == [
+        (1, None, False),
+        (2, 204, False),
+        (1, 500, True),
+    ]
+
+
+async def test_the_reaper_works_in_batches(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
+    await storage.enqueue([new() for _ in range(7)], clock())
+    await storage.claim_tasks(100, clock(), token(), MARGIN)
+    later = clock.advance(LEASE + 1)
+    assert [await storage.reap_expired(later, limit=3) for _ in range(4)] == [3, 3, 1, 0]
