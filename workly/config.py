@@ -26,6 +26,12 @@ class Settings(BaseSettings):
         default="FULL",
         description="SQLite PRAGMA synchronous for acknowledged writes (FULL: a 201 survives power loss)",
     )
+    shutdown_grace: float = Field(
+        default=25.0,
+        ge=0,
+        description="seconds deliveries in flight get to finish on SIGTERM/SIGINT; the rest keep their "
+        "lease and come back through the reaper",
+    )
     reap_interval: float = Field(
         default=5.0, ge=0, description="seconds between reaper runs (expired leases back to ready); 0 = never"
     )

@@ -62,15 +62,23 @@ def _bound_socket() -> socket.socket:
 @contextmanager
 def workly_process(args: list[str], env: dict[str, str], port: int, log: Path) -> Iterator[str]:
     """Start ``python -m workly <args>``, wait for /health/ready, stop it by PID at the end."""
+    with workly_subprocess(args, env, port, log) as process:
+        _wait_ready(process, f"http://127.0.0.1:{port}", log)
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def workly_subprocess(
+    args: list[str], env: dict[str, str], port: int, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``python -m workly <args>`` (not waiting for it); stop it by PID at the end."""
     full_env = {**os.environ, **env}
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "workly", *args], env=full_env, stdout=out, stderr=subprocess.STDOUT
         )
-    base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(process, base_url, log)
-        yield base_url
+        yield process
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -79,6 +87,10 @@ def workly_process(args: list[str], env: dict[str, str], port: int, log: Path) -
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def wait_ready(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    _wait_ready(process, f"http://127.0.0.1:{port}", log)
 
 
 def _wait_ready(process: subprocess.Popen[bytes], base_url: str, log: Path, timeout: float = 30) -> None:

@@ -80,7 +80,7 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
                 await housekeeper.stop()
                 await enqueuer.drain()
                 await announcer.drain()
-                await dispatcher.stop()
+                await dispatcher.stop(grace=settings.shutdown_grace)
         finally:
             await client.close()
             await storage.close()

@@ -1,0 +1,65 @@
+"""SIGTERM with 50 slow deliveries in flight: the server exits within its grace period, and
+what it had to abandon comes back after a restart: nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import dev_args, drop_workly_env
+from tests.support.receiver import running_receiver
+from tests.support.servers import TEST_SECRET, free_port, wait_ready, workly_subprocess
+
+pytestmark = pytest.mark.e2e
+GRACE = 1.0
+
+
+async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drop_workly_env(monkeypatch)
+    env = {
+        "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        "WORKLY_SHUTDOWN_GRACE": str(GRACE),
+        "WORKLY_LEASE_MARGIN": "1",
+        "WORKLY_REAP_INTERVAL": "0.2",
+        "WORKLY_POLL_INTERVAL": "0.2",
+    }
+    port = free_port()
+    args, log = dev_args(tmp_path / "workly.db", port), tmp_path / "workly.log"
+    base_url = f"http://127.0.0.1:{port}"
+    async with running_receiver(TEST_SECRET) as receiver:
+        receiver.delay("/slow", 3)  # longer than the grace period, shorter than the 4 s timeout
+        with workly_subprocess(args, env, port, log) as first:
+            await asyncio.to_thread(wait_ready, first, port, log)
+            async with httpx.AsyncClient(base_url=base_url) as client:
+                await client.put("/v1/queues/slow", json={"max_concurrency": 100, "timeout": 4})
+                tasks = [{"url": receiver.url("/slow")} for _ in range(50)]
+                response = await client.post("/v1/queues/slow/tasks/batch", json={"tasks": tasks})
+                ids = {task["id"] for task in response.json()["tasks"]}
+            async with asyncio.timeout(15):
+                while receiver.in_flight < 50:
+                    await asyncio.sleep(0.02)
+            stopping = time.monotonic()
+            first.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(first.wait, 20)
+            took = time.monotonic() - stopping
+        # uvicorn re-raises the signal once it has shut down cleanly: -15 is a clean exit here.
+        assert code in (0, -signal.SIGTERM), log.read_text(errors="replace")
+        assert "Application shutdown complete" in log.read_text(errors="replace")
+        assert took < GRACE + 3, f"took {took:.1f}s to stop"  # the grace, plus closing down
+        with workly_subprocess(args, env, port, log) as second:
+            await asyncio.to_thread(wait_ready, second, port, log)
+            async with httpx.AsyncClient(base_url=base_url) as client:
+                async with asyncio.timeout(40):
+                    while (await client.get("/v1/queues/slow")).json()["counts"]["succeeded"] < 50:
+                        await asyncio.sleep(0.2)
+                listed = (await client.get("/v1/queues/slow/tasks", params={"limit": 100})).json()["tasks"]
+    assert {task["id"] for task in listed} == ids
+    assert all(task["status"] == "succeeded" for task in listed)
+    assert {r.headers["webhook-id"] for r in receiver.at("/slow")} == ids
