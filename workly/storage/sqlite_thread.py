@@ -75,8 +75,9 @@ def _in_transaction(fn: Callable[..., T], conn: sqlite3.Connection, *args: Any) 
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn(conn, *args)
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")  # inside the try: a failed COMMIT (disk full, I/O error) must not
+    except BaseException:  # leave the connection in a transaction that blocks every later write
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
     return result
