@@ -116,3 +116,19 @@ async def test_coalesced_call_reports_errors_and_keeps_working() -> None:
     await coalesced.drain()
     assert coalesced.calls == 2
     assert [str(e) for e in errors] == ["down"]
+
+
+async def test_a_flush_failing_for_everyone_is_not_split() -> None:
+    calls: list[list[int]] = []
+
+    async def database_down(items: Sequence[int]) -> list[int]:
+        calls.append(list(items))
+        raise ConnectionRefusedError("database down")
+
+    committer = GroupCommitter(database_down, max_batch=10, split=lambda exc: not isinstance(exc, OSError))
+    first = asyncio.create_task(committer.submit(0))
+    await asyncio.sleep(0)
+    rest = [asyncio.create_task(committer.submit(n)) for n in range(1, 6)]
+    outcomes = await asyncio.gather(first, *rest, return_exceptions=True)
+    assert all(isinstance(o, ConnectionRefusedError) for o in outcomes)
+    assert calls == [[0], [1, 2, 3, 4, 5]]  # one attempt per shared flush, not one per item

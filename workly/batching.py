@@ -18,9 +18,17 @@ R = TypeVar("R")
 
 
 class GroupCommitter(Generic[T, R]):
-    def __init__(self, flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]], max_batch: int) -> None:
+    def __init__(
+        self,
+        flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
+        max_batch: int,
+        split: Callable[[Exception], bool] = lambda exc: True,
+    ) -> None:
+        """``split(exc)``: whether a failed shared flush is retried item by item (yes for a
+        bad item; no when the database is down, where every retry would fail again)."""
         self._flush = flush
         self._max_batch = max_batch
+        self._split = split
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.batches = 0
@@ -46,7 +54,7 @@ class GroupCommitter(Generic[T, R]):
         try:
             results = await self._flush([item for item, _ in batch])
         except Exception as exc:
-            if len(batch) > 1:
+            if len(batch) > 1 and self._split(exc):
                 # One bad item must not fail its neighbours: retry each alone.
                 for single in batch:
                     await self._flush_batch([single])

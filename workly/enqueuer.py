@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.models import Enqueued, NewTask
+from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
 
 
@@ -29,7 +30,7 @@ class Enqueuer:
         self._clock = clock
         self._on_committed = on_committed
         self._committer: GroupCommitter[Sequence[NewTask], list[Enqueued]] = GroupCommitter(
-            self._flush, max_batch=max_requests_per_commit
+            self._flush, max_batch=max_requests_per_commit, split=lambda exc: not is_unavailable(exc)
         )
 
     @property

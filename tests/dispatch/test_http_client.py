@@ -4,73 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 
 import pytest
 import trustme
 
+from tests.support.raw_server import OK, answering, raw_server, read_request
 from workly.dispatch.http_client import ConnectError, HttpClient, ProtocolError
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-OK = b"HTTP/1.1 204 No Content\r\n\r\n"
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes:
-    """One request (head and Content-Length body) off the connection; b"" at its end."""
-    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
-    length = 0
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return head + (await reader.readexactly(length) if length else b"")
-
-
-class RawServer:
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.url = ""
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            await self.handler(reader, writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-
-@asynccontextmanager
-async def raw_server(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[RawServer]:
-    server = RawServer(handler)
-    listener = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=tls)
-    port = listener.sockets[0].getsockname()[1]
-    server.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-    async with listener:
-        yield server
-        listener.close()
-
-
-def answering(*responses: bytes, record: list[bytes] | None = None) -> Handler:
-    """Answer each request on a connection with the next response, then keep reading."""
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for response in responses:
-            request = await read_request(reader)
-            if not request:
-                return
-            if record is not None:
-                record.append(request)
-            writer.write(response)
-            await writer.drain()
-        while await read_request(reader):
-            writer.write(OK)
-
-    return handler
 
 
 @pytest.fixture
@@ -228,3 +168,33 @@ async def test_https_with_a_trusted_certificate() -> None:
     finally:
         await trusted.close()
         await untrusted.close()
+
+
+async def test_an_ascii_url_goes_out_exactly_as_given(client: HttpClient) -> None:
+    seen: list[bytes] = []
+    async with raw_server(answering(OK, record=seen)) as server:
+        await client.request("GET", server.url + "/a/../b/%2e%2e/%7e?q=%41", {}, b"")
+    assert seen[0].split(b"\r\n")[0] == b"GET /a/../b/%2e%2e/%7e?q=%41 HTTP/1.1"
+
+
+async def test_bytes_arriving_on_an_idle_connection_retire_it(client: HttpClient) -> None:
+    extra = OK + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"  # one request, two answers
+    async with raw_server(answering(extra, OK)) as server:
+        assert (await client.request("POST", server.url + "/", {}, b"")).status == 204
+        await asyncio.sleep(0.05)
+        assert (await client.request("POST", server.url + "/", {}, b"")).status == 204
+    assert server.connections == 2  # the second answer was not taken for the next request's
+
+
+async def test_expired_idle_connections_are_closed_not_kept(client: HttpClient) -> None:
+    quick = HttpClient(idle_timeout=0.05)
+    try:
+        async with raw_server(answering(OK, OK, OK)) as server:
+            await asyncio.gather(*(quick.request("POST", server.url + "/", {}, b"") for _ in range(3)))
+            assert sum(len(idle) for idle in quick._idle.values()) == 3
+            await asyncio.sleep(0.1)
+            await quick.request("POST", server.url + "/", {}, b"")
+            assert sum(len(idle) for idle in quick._idle.values()) == 1
+        assert server.connections == 4
+    finally:
+        await quick.close()

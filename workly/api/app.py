@@ -70,8 +70,10 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
                 on_reaped=dispatcher.wake,
                 vacuum_interval=settings.vacuum_interval,
             )
+            # An API-only process listens too: that is how it learns that dispatching
+            # processes exist, and so announces its enqueues to them.
+            await storage.listen_for_work(dispatcher.wake if settings.dispatch else _nobody)
             if settings.dispatch:
-                await storage.listen_for_work(dispatcher.wake)
                 dispatcher.start()
                 await housekeeper.start()
             try:
@@ -96,6 +98,10 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
     app.include_router(queues.router)
     app.include_router(health.router)
     return FastEnqueue(app, lambda: app.state.runtime)
+
+
+def _nobody() -> None:
+    """An API-only process has no dispatcher to wake."""
 
 
 def _log_announce_error(exc: Exception) -> None:

@@ -41,6 +41,8 @@ class FastEnqueue:
             await self._app(scope, receive, send)
             return
         body = await _read_body(receive)
+        if body is None:
+            return  # the client went away mid-body: store nothing, answer no one
         task, idempotency_key = _valid_request(scope, body)
         if task is None:
             await self._app(scope, _replay(body), send)
@@ -55,10 +57,10 @@ class FastEnqueue:
 def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None]:
     """The task and Idempotency-Key of a request the route would accept, else (None, None)."""
     content_type = idempotency_key = None
-    for name, value in scope["headers"]:
-        if name == b"content-type":
+    for name, value in scope["headers"]:  # the first of a repeated header, as Starlette reads it
+        if name == b"content-type" and content_type is None:
             content_type = value.decode("latin-1")
-        elif name == b"idempotency-key":
+        elif name == b"idempotency-key" and idempotency_key is None:
             idempotency_key = value.decode("latin-1")
     if content_type is None or not is_json_type(content_type):
         return None, None
@@ -73,16 +75,16 @@ def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None
     return task, idempotency_key
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body, or None when the client disconnected before sending it all."""
     chunks = []
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
+            return None
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+            return b"".join(chunks)
 
 
 def _replay(body: bytes) -> Receive:

@@ -7,11 +7,9 @@ clients can branch on; ``detail`` is for people. No stack trace ever leaves the 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -19,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from workly.api.media import is_json_type
-from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, StorageError
+from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError
+from workly.storage.availability import UNAVAILABLE
 
 log = logging.getLogger("workly.api")
 MEDIA_TYPE = "application/problem+json"
@@ -128,17 +127,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((NotFoundError,), _not_found),
     ((ConflictError,), _conflict),
     ((InvalidQueueConfig,), _invalid_config),
-    (
-        (
-            StorageError,
-            OSError,
-            asyncpg.PostgresConnectionError,
-            asyncpg.InterfaceError,
-            asyncpg.CannotConnectNowError,
-            sqlite3.OperationalError,
-        ),
-        _unavailable,
-    ),
+    (UNAVAILABLE, _unavailable),
     ((Exception,), _unexpected),
 ]
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 
 from workly.api.body import encode_body
+from workly.dispatch.http_client import request_target
 
 MAX_URL_LENGTH = 4096
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
@@ -19,13 +20,24 @@ RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 MAX_BATCH = 1000
 MAX_HEADERS = 64
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_FORBIDDEN_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+# Control characters other than tab cannot travel in a header value (CR and LF would
+# even split the request); Workly sends header values as latin-1, as HTTP/1.1 does.
+_FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
 
 # Keys are printable text: no control characters (PostgreSQL text cannot even hold NUL).
 ShortText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reject_surrogates(value: Any) -> None:
@@ -96,6 +108,12 @@ class TaskIn(_Strict):
             raise ValueError("the URL port must be 1-65535")
         if any(ch.isspace() or ord(ch) < 0x20 for ch in value):
             raise ValueError("the URL must not contain whitespace or control characters")
+        try:
+            target = request_target(value)  # the deliverer's own reading of it
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL: {exc}") from None
+        if not target.raw_host:
+            raise ValueError("the URL must name a host")
         return value
 
     @field_validator("headers")
@@ -108,7 +126,11 @@ class TaskIn(_Strict):
             if not _HEADER_NAME.match(name):
                 raise ValueError(f"invalid header name {name!r}")
             if _FORBIDDEN_VALUE_CHARS.search(header_value):
-                raise ValueError(f"header {name!r} contains CR, LF or NUL")
+                raise ValueError(f"header {name!r} contains a control character (CR, LF, NUL, …)")
+            if not header_value.isascii() and not _is_latin1(header_value):
+                raise ValueError(f"header {name!r} has characters HTTP headers cannot carry (not latin-1)")
+            if name.lower() in _SIGNATURE_HEADERS:
+                raise ValueError(f"header {name!r} is set by Workly on every delivery (Standard Webhooks)")
             if name.lower() in lowered:
                 raise ValueError(f"header {name!r} is given twice")
             lowered.add(name.lower())

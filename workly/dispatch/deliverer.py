@@ -22,11 +22,12 @@ class Deliverer:
 
     async def deliver(self, task: ClaimedTask) -> DeliveryOutcome:
         started = self._clock()
-        headers = {"user-agent": USER_AGENT, **task.headers}
-        headers.update(self._signer.headers(task.id, int(started.timestamp()), task.body))
+        headers = self._headers(task, int(started.timestamp()))
         try:
             async with asyncio.timeout(task.timeout):
                 response = await self._client.request(task.method, task.url, headers, task.body)
+            finished = self._clock()
+            retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
         except TimeoutError:
             error = f"timeout: no complete response within {task.timeout:g}s"
         except ConnectError as exc:
@@ -36,12 +37,21 @@ class Deliverer:
         except Exception as exc:  # e.g. a URL that cannot be encoded: a failed attempt, never a lost task
             error = f"request failed: {type(exc).__name__}: {exc}"
         else:
-            finished = self._clock()
             return DeliveryOutcome(
                 started_at=started,
                 finished_at=finished,
                 status_code=response.status,
                 response=response.body,
-                retry_after=parse_retry_after(response.headers.get("retry-after"), finished),
+                retry_after=retry_after,
             )
         return DeliveryOutcome(started_at=started, finished_at=self._clock(), error=error)
+
+    def _headers(self, task: ClaimedTask, timestamp: int) -> dict[str, str]:
+        """The task's headers, a default user-agent unless it has one, and the signature
+        headers, which replace any of the same name whatever its case."""
+        signature = self._signer.headers(task.id, timestamp, task.body)
+        headers = {name: value for name, value in task.headers.items() if name.lower() not in signature}
+        if not any(name.lower() == "user-agent" for name in headers):
+            headers["user-agent"] = USER_AGENT
+        headers.update(signature)
+        return headers

@@ -23,6 +23,7 @@ from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import judge
 from workly.models import AttemptResult, ClaimedTask, RecordSummary
+from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
 
 log = logging.getLogger("workly.dispatch")
@@ -52,7 +53,7 @@ class Dispatcher:
         self._in_flight: set[asyncio.Task[None]] = set()
         self._busy: Counter[str] = Counter()  # deliveries in flight per queue
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
-            self._record, max_batch=result_batch_max
+            self._record, max_batch=result_batch_max, split=lambda exc: not is_unavailable(exc)
         )
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False

@@ -64,7 +64,7 @@ class HttpClient:
     async def request(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> HttpResponse:
         """Send one request; bound it with ``asyncio.timeout`` (a cancelled exchange
         closes its connection, so nothing half-read is ever reused)."""
-        target = URL(url)
+        target = request_target(url)
         if target.scheme not in ("http", "https") or not target.raw_host or target.port is None:
             raise ProtocolError(f"not an absolute http(s) URL: {url!r}")
         origin = (target.scheme, target.raw_host, target.port)
@@ -118,14 +118,18 @@ class HttpClient:
             if conn.usable and now - conn.idle_since < self._idle_timeout:
                 return conn
             conn.close()
+        self._idle.pop(origin, None)
         return None
 
     def _put_idle(self, origin: tuple[str, str, int], conn: _Connection) -> None:
         idle = self._idle.setdefault(origin, [])
+        now = time.monotonic()
+        while idle and (now - idle[0].idle_since >= self._idle_timeout or not idle[0].usable):
+            idle.pop(0).close()  # the oldest first: idle connections do not pile up
         if len(idle) >= self._max_idle:
             conn.close()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_since = now
         idle.append(conn)
 
     async def close(self) -> None:
@@ -134,6 +138,12 @@ class HttpClient:
                 conn.close()
         self._idle.clear()
         await asyncio.sleep(0)  # let the transports finish closing
+
+
+def request_target(url: str) -> URL:
+    """The URL as the request will use it: an ASCII URL exactly as given (no dot-segment
+    removal, no re-encoding); anything else percent-encoded and IDNA-encoded first."""
+    return URL(url, encoded=True) if url.isascii() else URL(url)
 
 
 def _encode_request(method: str, target: URL, headers: Mapping[str, str], body: bytes) -> bytes:
@@ -196,6 +206,11 @@ class _Connection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():
+            # Bytes nobody asked for (a late or extra response): the connection's framing
+            # can no longer be trusted, so it is not reused.
+            self.close()
+            return
         self._received = True
         try:
             self._parser.feed_data(data)
@@ -215,6 +230,12 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_exception(ProtocolError("the server closed the connection without answering"))
 
     # httptools callbacks
+    def on_message_begin(self) -> None:
+        if self._waiter is not None and self._waiter.done():
+            # A second response to one request (in the same read): untrustworthy framing.
+            self.reusable = False
+            self.close()
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
@@ -243,7 +264,7 @@ class _Connection(asyncio.Protocol):
         if self._waiter is None or self._waiter.done():
             return
         self.reusable = reusable
-        self._waiter.set_result(HttpResponse(self._status, self._headers, b"".join(self._body)))
+        self._waiter.set_result(HttpResponse(self._status, dict(self._headers), b"".join(self._body)))
 
     def _fail(self, error: HttpError) -> None:
         if self._waiter is not None and not self._waiter.done():

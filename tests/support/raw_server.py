@@ -1,0 +1,68 @@
+"""A TCP server on 127.0.0.1 that answers HTTP byte for byte, for testing the HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+OK = b"HTTP/1.1 204 No Content\r\n\r\n"
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request (head and Content-Length body) off the connection; b"" at its end."""
+    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return head + (await reader.readexactly(length) if length else b"")
+
+
+class RawServer:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.url = ""
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.handler(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def raw_server(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[RawServer]:
+    server = RawServer(handler)
+    listener = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=tls)
+    port = listener.sockets[0].getsockname()[1]
+    server.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    async with listener:
+        yield server
+        listener.close()
+
+
+def answering(*responses: bytes, record: list[bytes] | None = None) -> Handler:
+    """Answer each request on a connection with the next response, then keep reading."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for response in responses:
+            request = await read_request(reader)
+            if not request:
+                return
+            if record is not None:
+                record.append(request)
+            writer.write(response)
+            await writer.drain()
+        while await read_request(reader):
+            writer.write(OK)
+
+    return handler
