@@ -247,3 +247,18 @@ async def test_one_call_may_enqueue_into_several_queues(storage: Storage, clock:
     again = await storage.enqueue([new(queue="beta", idempotency_key="k")], clock())
     assert (again[0].task.id, again[0].created) == (b.id, False)
     assert sorted(q.name for q in await storage.list_queues()) == ["alpha", "beta"]
+
+
+async def test_a_retried_enqueue_of_the_same_tasks_stores_them_once(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A request whose transaction committed but whose answer was lost is tried again
+    with the same task ids: it succeeds, and nothing is stored twice."""
+    tasks = [new(), new(idempotency_key="k"), new()]
+    first = await storage.enqueue(tasks, clock())
+    again = await storage.enqueue([*tasks, new()], clock())
+    assert [e.task for e in again[:3]] == [e.task for e in first]
+    assert all(e.created for e in again)
+    queue = await storage.get_queue("q")
+    assert queue is not None
+    assert queue.counts["ready"] == 4

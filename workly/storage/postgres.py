@@ -169,6 +169,10 @@ class PostgresStorage:
                     created[index] = reread
             existing = []
             if len(created) < len(tasks):
+                # Stored by an earlier try of this same request (committed, not answered).
+                inserted = {row["id"] for row in created}
+                skipped = [t.id for t in tasks if t.id not in inserted]
+                created.extend(await conn.fetch(self._q.get_tasks_by_ids, skipped))
                 keys = idempotency_keys(tasks)
                 existing = await conn.fetch(
                     self._q.get_tasks_by_idempotency_keys, [q for q, _ in keys], [k for _, k in keys]

@@ -233,17 +233,22 @@ def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
     )
     keys = idempotency_keys(tasks)
     existing = _fetchall(db, _Q.get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
+    # Stored by an earlier try of this same request (committed, but not answered).
+    stored = _fetchall(db, _Q.get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
+    stored_ids = {row["id"] for row in stored}
     # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
     taken = {(row["queue"], row["idempotency_key"]) for row in existing}
     to_insert = []
     for task in tasks:
+        if task.id in stored_ids:
+            continue
         if task.idempotency_key is not None:
             if (task.queue, task.idempotency_key) in taken:
                 continue
             taken.add((task.queue, task.idempotency_key))
         to_insert.append(_task_params(task, now_us))
     db.executemany(_Q.enqueue_tasks_insert, to_insert)
-    created = _fetchall(db, _Q.enqueue_tasks_read_back, {"ids": json.dumps([p["id"] for p in to_insert])})
+    created = stored + _fetchall(db, _Q.get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
     return enqueue_results(
         tasks,
         {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},

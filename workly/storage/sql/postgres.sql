@@ -5,8 +5,8 @@
 -- The whole enqueue in one statement, so it needs no BEGIN/COMMIT round trips: create
 -- missing queues (in name order, so concurrent creators cannot deadlock), insert the
 -- tasks in input order (the FIFO order), and return them as task_view shows them.
--- Rows whose idempotency key is taken are skipped (ON CONFLICT) and not returned; the
--- caller then reads the existing ones. A queue created by this statement is read from
+-- Rows whose idempotency key or id is taken are skipped (ON CONFLICT) and not returned;
+-- the caller then reads the existing ones. A queue created by this statement is read from
 -- new_queues: the statement's snapshot cannot see it in queues.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
@@ -25,7 +25,9 @@ inserted AS (
          WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
                               idempotency_key, max_attempts, timeout, ord)
     ORDER BY r.ord
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
+    -- try of this same request (its commit went through, its answer did not).
+    ON CONFLICT DO NOTHING
     RETURNING *
 )
 -- The same columns as task_view. Both joins miss only a queue that another transaction
@@ -38,6 +40,9 @@ SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body, i.run
 FROM inserted i
 LEFT JOIN queues q ON q.name = i.queue
 LEFT JOIN new_queues n ON n.name = i.queue;
+
+-- name: get_tasks_by_ids
+SELECT * FROM task_view WHERE id = ANY($1::text[]);
 
 -- name: get_tasks_by_idempotency_keys
 SELECT * FROM task_view

@@ -15,8 +15,8 @@ INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priori
 VALUES (:id, :queue, 'ready', :url, :method, :headers, :body, coalesce(:run_at, :now), :priority,
         :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now);
 
--- name: enqueue_tasks_read_back
--- executemany returns no rows, so the inserted tasks are read back in the same transaction.
+-- name: get_tasks_by_ids
+-- Also how an enqueue reads back what executemany inserted (it returns no rows).
 SELECT * FROM task_view WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: get_tasks_by_idempotency_keys
