@@ -52,31 +52,55 @@ def _binary(name: str) -> str | None:
     return None
 
 
+class Cluster:
+    """A PostgreSQL cluster of the test's own, in a temporary directory, that it can stop
+    and start again (the same data, the same port) to play a database restart."""
+
+    def __init__(self) -> None:
+        initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+        if not initdb or not pg_ctl:
+            raise LookupError("no PostgreSQL server binaries on PATH")
+        self._pg_ctl = pg_ctl
+        self.data = Path(tempfile.mkdtemp(prefix="workly-pg-"))
+        self._run_as: list[str] = []
+        if os.geteuid() == 0:  # initdb refuses to run as root
+            shutil.chown(self.data, "postgres")
+            self._run_as = ["runuser", "-u", "postgres", "--"]
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        subprocess.run(
+            [*self._run_as, initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust"],
+            check=True,
+            capture_output=True,
+        )
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off"
+        log = str(self.data / "log")
+        subprocess.run(
+            [*self._run_as, self._pg_ctl, "-D", str(self.data), "-o", opts, "-w", "-l", log, "start"],
+            check=True,
+            capture_output=True,
+        )
+
+    def stop(self, mode: str = "fast") -> None:
+        subprocess.run(
+            [*self._run_as, self._pg_ctl, "-D", str(self.data), "-m", mode, "-w", "stop"], capture_output=True
+        )
+
+    def remove(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
 @contextmanager
 def throwaway_cluster() -> Iterator[str]:
-    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
-    if not initdb or not pg_ctl:
-        raise LookupError("no PostgreSQL server binaries on PATH")
-    data = Path(tempfile.mkdtemp(prefix="workly-pg-"))
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(data, "postgres")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
-    subprocess.run(
-        [*run_as, initdb, "-D", str(data), "-U", "postgres", "-A", "trust"], check=True, capture_output=True
-    )
-    opts = f"-p {port} -c listen_addresses=127.0.0.1 -k {data} -c fsync=off"
-    subprocess.run(
-        [*run_as, pg_ctl, "-D", str(data), "-o", opts, "-w", "-l", str(data / "log"), "start"],
-        check=True,
-        capture_output=True,
-    )
+    cluster = Cluster()
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        cluster.start()
+        yield cluster.url
     finally:
-        subprocess.run([*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(data, ignore_errors=True)
+        cluster.remove()
 
 
 @contextmanager

@@ -14,7 +14,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     OSError,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
+    asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up, crashed
     sqlite3.OperationalError,  # locked, busy, disk I/O
 )
 
