@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from tests.storage.helpers import new
+from tests.support.clock import FakeClock
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
@@ -148,3 +149,31 @@ async def test_the_request_goes_out_as_enqueued(storage: Storage) -> None:
     assert (got_empty.method, got_empty.body) == ("GET", b"")
     assert "Content-Type" not in got_empty.headers
     assert got_empty.headers["User-Agent"].startswith("Workly/")
+
+
+async def test_the_heartbeat_keeps_a_slow_live_delivery_from_the_reaper(storage: Storage) -> None:
+    clock = FakeClock()
+    async with running_receiver() as receiver:
+        receiver.delay("/slow", 1.0)
+        task = new(url=receiver.url("/slow"), timeout=20)
+        await storage.enqueue([task], clock())
+        session = HttpClient()
+        dispatcher = Dispatcher(
+            storage,
+            Deliverer(session, Signer([TEST_SECRET]), clock),
+            clock,
+            poll_interval=0.05,
+            lease_margin=0.3,  # heartbeats every 0.1 s
+        )
+        dispatcher.start()
+        try:
+            await receiver.wait_for("/slow", 1)
+            clock.advance(3600)  # far past the claim's lease (20 s + 0.3 s) ...
+            await wait_until(lambda: dispatcher.heartbeats > 0)  # ... until a heartbeat renews it
+            assert await storage.reap_expired(clock.advance(1)) == 0
+            stored = await wait_for_status(storage, task.id, "succeeded")
+        finally:
+            await dispatcher.stop()
+            await session.close()
+    assert stored.attempts == 1
+    assert len(receiver.at("/slow")) == 1

@@ -89,3 +89,14 @@ async def test_the_reaper_works_in_batches(storage: Storage, clock: FakeClock) -
     await storage.claim_tasks(100, clock(), token(), MARGIN)
     later = clock.advance(LEASE + 1)
     assert [await storage.reap_expired(later, limit=3) for _ in range(4)] == [3, 3, 1, 0]
+
+
+async def test_the_heartbeat_extends_only_leases_still_held(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), clock())
+    await storage.enqueue([new(), new()], clock())
+    held, finished = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    await storage.record_results([result_for(finished, clock(), "succeeded")], clock())
+    leases = [(held.seq, held.lease_token), (finished.seq, finished.lease_token), (held.seq, "not-mine")]
+    assert await storage.extend_leases(leases, clock.advance(50), MARGIN) == 1
+    assert await storage.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
+    assert await storage.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one (110 s)

@@ -50,12 +50,14 @@ class Dispatcher:
         self._lease_margin = lease_margin
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
         self._busy: Counter[str] = Counter()  # deliveries in flight per queue
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record, max_batch=result_batch_max, split=lambda exc: not is_unavailable(exc)
         )
         self._loop_task: asyncio.Task[None] | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self.heartbeats = 0
         self._stopping = False
         self.last_tick = time.monotonic()
         self.claims = 0
@@ -63,6 +65,7 @@ class Dispatcher:
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         self._loop_task = asyncio.create_task(self._run(), name="workly-dispatcher")
+        self._heartbeat_task = asyncio.create_task(self._heartbeat(), name="workly-heartbeat")
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming, give in-flight deliveries ``grace`` seconds, flush results."""
@@ -71,11 +74,15 @@ class Dispatcher:
         if self._loop_task is not None:
             await self._loop_task
         if self._in_flight:
-            _, still_running = await asyncio.wait(self._in_flight, timeout=grace)
+            _, still_running = await asyncio.wait(list(self._in_flight), timeout=grace)
             for task in still_running:
                 task.cancel()
             await asyncio.gather(*still_running, return_exceptions=True)
         await self._results.drain()
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
 
     def alive(self, stall_seconds: float) -> bool:
         running = self._loop_task is not None and not self._loop_task.done()
@@ -116,6 +123,23 @@ class Dispatcher:
             log.exception("claim failed; retrying after the poll interval")
             return []
 
+    async def _heartbeat(self) -> None:
+        """Every lease_margin/3 s, extend the leases of every delivery in flight at once.
+
+        A lease is never shorter than the margin, so a live process renews each lease at
+        least three times before it could expire: only a dead or stalled process loses one.
+        """
+        while True:
+            await asyncio.sleep(self._lease_margin / 3)
+            leases = [(task.seq, task.lease_token) for task in self._in_flight.values()]
+            if not leases:
+                continue
+            try:
+                await self._storage.extend_leases(leases, self._clock(), self._lease_margin)
+                self.heartbeats += 1
+            except Exception as exc:
+                log.warning("could not extend %d lease(s): %s", len(leases), exc)
+
     async def _sleep(self) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval)
@@ -123,13 +147,13 @@ class Dispatcher:
     # --- deliveries ------------------------------------------------------------------
     def _start_delivery(self, task: ClaimedTask) -> None:
         delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
-        self._in_flight.add(delivery)
+        self._in_flight[delivery] = task
         self._busy[task.queue] += 1
         delivery.add_done_callback(partial(self._delivery_done, task.queue))
 
     def _delivery_done(self, queue: str, delivery: asyncio.Task[None]) -> None:
         # Runs once the attempt's result is recorded (or failed to be): the slot is free.
-        self._in_flight.discard(delivery)
+        self._in_flight.pop(delivery, None)
         self._busy[queue] -= 1
         self._wake.set()
 

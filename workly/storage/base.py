@@ -110,6 +110,12 @@ class Storage(Protocol):
         its attempt is still kept, marked stale, and the task is left as it is.
         """
 
+    async def extend_leases(
+        self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
+    ) -> int:
+        """The heartbeat: for each (task seq, lease token) still held, move the lease's expiry
+        to now + the task's timeout + ``lease_margin``, in one statement. Returns how many."""
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         """Return running tasks whose lease expired before ``now`` to ready (due now), or
         fail them when that attempt was their last; record each as an attempt ending in

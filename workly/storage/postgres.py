@@ -259,6 +259,14 @@ class PostgresStorage:
         accepted = sum(1 for row in stale_flags if not row["stale"])
         return RecordSummary(accepted=accepted, stale=len(results) - accepted)
 
+    async def extend_leases(
+        self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
+    ) -> int:
+        if not leases:
+            return 0
+        seqs, tokens = [seq for seq, _ in leases], [token for _, token in leases]
+        return len(await self._pool.fetch(self._q.extend_leases, now, lease_margin, seqs, tokens))
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return len(await self._pool.fetch(self._q.reap_expired, now, limit))
 

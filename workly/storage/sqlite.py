@@ -166,6 +166,14 @@ class SqliteStorage:
             return RecordSummary(accepted=0, stale=0)
         return await self._writer.transaction(self._bookkeeping, _record, results, to_us(now))
 
+    async def extend_leases(
+        self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
+    ) -> int:
+        if not leases:
+            return 0
+        params = {"now": to_us(now), "lease_margin": lease_margin, "leases": json.dumps(list(leases))}
+        return await self._writer.transaction(self._bookkeeping, _count_rows, _Q.extend_leases, params)
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return await self._writer.transaction(self._bookkeeping, _reap, to_us(now), limit)
 
@@ -341,6 +349,10 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
     )
     stale = sum(1 for r in results if r.task_seq not in accepted)
     return RecordSummary(accepted=len(results) - stale, stale=stale)
+
+
+def _count_rows(db: Db, query: str, params: Mapping[str, Any]) -> int:
+    return len(_fetchall(db, query, params))
 
 
 def _reap(db: Db, now_us: int, limit: int) -> int:

@@ -253,3 +253,12 @@ INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, e
 SELECT r.seq, r.attempts, e.claimed_at, $1, NULL, r.last_error, '', false
 FROM reaped r JOIN expired e ON e.seq = r.seq
 RETURNING task_seq;
+
+-- name: extend_leases
+-- The heartbeat: $1 now, $2 lease margin (s), $3/$4 the (task, lease token) pairs in flight.
+-- Only leases still held are extended; a lease the reaper took back stays lost (the fence).
+UPDATE tasks t
+SET lease_expires_at = $1::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + $2)
+FROM unnest($3::bigint[], $4::text[]) AS l(seq, lease_token), queues q
+WHERE t.seq = l.seq AND t.lease_token = l.lease_token AND t.status = 'running' AND q.name = t.queue
+RETURNING t.seq;

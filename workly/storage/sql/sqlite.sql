@@ -201,3 +201,13 @@ SET status = CASE WHEN attempts >= coalesce(max_attempts,
     lease_expires_at = NULL,
     updated_at = :now
 WHERE seq IN (SELECT value FROM json_each(:seqs));
+
+-- name: extend_leases
+-- The heartbeat (see postgres.sql). :leases is a JSON array of [task seq, lease token].
+UPDATE tasks
+SET lease_expires_at = :now + CAST(
+        (coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) + :lease_margin)
+        * 1000000 AS INTEGER)
+WHERE (seq, lease_token) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:leases))
+  AND status = 'running'
+RETURNING seq;
