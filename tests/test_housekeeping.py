@@ -128,3 +128,25 @@ async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> 
     finally:
         await storage.close()
     assert after * 3 < before, f"claim touched {before} buffers before vacuum, {after} after"
+
+
+async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage) -> None:
+    clock = FakeClock()
+    await storage.enqueue([new() for _ in range(3)], clock())
+    claimed = await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 30.0)
+    await storage.record_results([result_for(c, clock(), "succeeded") for c in claimed], clock())
+    clock.advance(8 * 86400)
+    keeper = Housekeeper(
+        storage, clock, reap_interval=0, on_reaped=lambda: None, vacuum_interval=0,
+        retention=7 * 86400, prune_interval=0.02,
+    )  # fmt: skip
+    await keeper.start()
+    try:
+        async with asyncio.timeout(10):
+            while keeper.pruned < 3:
+                await asyncio.sleep(0.01)
+    finally:
+        await keeper.stop()
+    queue = await storage.get_queue("q")
+    assert queue is not None
+    assert queue.counts["succeeded"] == 0

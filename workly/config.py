@@ -32,6 +32,11 @@ class Settings(BaseSettings):
         description="seconds deliveries in flight get to finish on SIGTERM/SIGINT; the rest keep their "
         "lease and come back through the reaper",
     )
+    retention: float = Field(
+        default=7 * 86400,
+        ge=0,
+        description="seconds succeeded tasks (and their attempts) are kept; 0 = forever",
+    )
     reap_interval: float = Field(
         default=5.0, ge=0, description="seconds between reaper runs (expired leases back to ready); 0 = never"
     )

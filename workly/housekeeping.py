@@ -1,8 +1,11 @@
-"""Periodic database upkeep: the reaper, and vacuum where the server does not.
+"""Periodic database upkeep: the reaper, retention, and vacuum where the server does not.
 
 Reaper: a task whose lease expired (the process that claimed it died or stalled)
 returns to ready, or fails if that was its last attempt (Storage.reap_expired). It runs
 in every process; the storage makes concurrent reapers split the work.
+
+Retention: succeeded tasks older than WORKLY_RETENTION are deleted with their attempts,
+in small batches; failed and canceled tasks stay until redriven or deleted.
 
 Vacuum: on PostgreSQL a task leaves three row versions behind (ready, running,
 finished). Until they are vacuumed, their index entries stay in front of the claim's
@@ -18,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from workly.clock import Clock
 from workly.storage.base import Storage
@@ -34,6 +38,8 @@ class Housekeeper:
         reap_interval: float,
         on_reaped: Callable[[], None],
         vacuum_interval: float | None,
+        retention: float = 0,
+        prune_interval: float = 60.0,
         auto_vacuum_interval: float = 10.0,
     ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
@@ -44,6 +50,9 @@ class Housekeeper:
         self._on_reaped = on_reaped
         self._vacuum_interval = vacuum_interval
         self._auto_vacuum_interval = auto_vacuum_interval
+        self._retention = retention
+        self._prune_interval = prune_interval
+        self.pruned = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.vacuums = 0
         self.reaped = 0
@@ -51,6 +60,8 @@ class Housekeeper:
     async def start(self) -> None:
         if self._reap_interval > 0:
             self._every(self._reap_interval, self._reap, "reap")
+        if self._retention > 0:
+            self._every(self._prune_interval, self._prune, "prune")
         interval = self._vacuum_interval
         if interval is None:
             interval = self._auto_vacuum_interval if await self._storage.needs_vacuum() else 0
@@ -86,6 +97,14 @@ class Housekeeper:
             self.reaped += reaped
             log.warning("returned %d task(s) whose lease expired", reaped)
             self._on_reaped()
+
+    async def _prune(self) -> None:
+        """Retention: succeeded tasks older than ``retention`` go, a small batch at a time,
+        so the hot table stays small and no transaction holds locks for long."""
+        cutoff = self._clock() - timedelta(seconds=self._retention)
+        while pruned := await self._storage.prune_succeeded(cutoff, limit=500):
+            self.pruned += pruned
+            await asyncio.sleep(0)  # let the hot paths in between batches
 
     async def _vacuum(self) -> None:
         await self._storage.vacuum()

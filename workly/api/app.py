@@ -69,6 +69,7 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
                 reap_interval=settings.reap_interval,
                 on_reaped=dispatcher.wake,
                 vacuum_interval=settings.vacuum_interval,
+                retention=settings.retention,
             )
             # An API-only process listens too: that is how it learns that dispatching
             # processes exist, and so announces its enqueues to them.

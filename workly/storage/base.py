@@ -116,6 +116,10 @@ class Storage(Protocol):
         """The heartbeat: for each (task seq, lease token) still held, move the lease's expiry
         to now + the task's timeout + ``lease_margin``, in one statement. Returns how many."""
 
+    async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
+        """Delete up to ``limit`` succeeded tasks (with their attempts) last updated before
+        ``before``, oldest first. Failed and canceled tasks stay. Returns how many."""
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         """Return running tasks whose lease expired before ``now`` to ready (due now), or
         fail them when that attempt was their last; record each as an attempt ending in

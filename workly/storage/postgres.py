@@ -267,6 +267,9 @@ class PostgresStorage:
         seqs, tokens = [seq for seq, _ in leases], [token for _, token in leases]
         return len(await self._pool.fetch(self._q.extend_leases, now, lease_margin, seqs, tokens))
 
+    async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
+        return len(await self._pool.fetch(self._q.prune_succeeded, before, limit))
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return len(await self._pool.fetch(self._q.reap_expired, now, limit))
 

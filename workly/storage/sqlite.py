@@ -174,6 +174,10 @@ class SqliteStorage:
         params = {"now": to_us(now), "lease_margin": lease_margin, "leases": json.dumps(list(leases))}
         return await self._writer.transaction(self._bookkeeping, _count_rows, _Q.extend_leases, params)
 
+    async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
+        params = {"cutoff": to_us(before), "limit": limit}
+        return await self._writer.transaction(self._bookkeeping, _count_rows, _Q.prune_succeeded, params)
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return await self._writer.transaction(self._bookkeeping, _reap, to_us(now), limit)
 

@@ -262,3 +262,16 @@ SET lease_expires_at = $1::timestamptz + make_interval(secs => coalesce(t.timeou
 FROM unnest($3::bigint[], $4::text[]) AS l(seq, lease_token), queues q
 WHERE t.seq = l.seq AND t.lease_token = l.lease_token AND t.status = 'running' AND q.name = t.queue
 RETURNING t.seq;
+
+-- name: prune_succeeded
+-- Retention: $1 cutoff, $2 batch size. Small batches keep each transaction short; the
+-- attempts go with their task (ON DELETE CASCADE). Failed tasks are never pruned.
+WITH doomed AS (
+    SELECT seq FROM tasks
+    WHERE status = 'succeeded' AND updated_at < $1
+    ORDER BY updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM tasks t USING doomed d WHERE t.seq = d.seq
+RETURNING t.seq;

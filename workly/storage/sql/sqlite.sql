@@ -211,3 +211,14 @@ SET lease_expires_at = :now + CAST(
 WHERE (seq, lease_token) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:leases))
   AND status = 'running'
 RETURNING seq;
+
+-- name: prune_succeeded
+-- Retention (see postgres.sql); the attempts go with their task (ON DELETE CASCADE).
+DELETE FROM tasks
+WHERE seq IN (
+    SELECT seq FROM tasks INDEXED BY tasks_succeeded
+    WHERE status = 'succeeded' AND updated_at < :cutoff
+    ORDER BY updated_at
+    LIMIT :limit
+)
+RETURNING seq;

@@ -1,0 +1,48 @@
+"""The storage contract, retention: old succeeded tasks go with their attempts; nothing else does."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from workly.models import QueueConfig
+from workly.storage.base import Storage
+
+MARGIN = 30.0
+
+
+async def test_only_succeeded_tasks_older_than_the_cutoff_are_pruned(
+    storage: Storage, clock: FakeClock
+) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100, max_attempts=1), clock())
+    old = [new() for _ in range(5)]
+    await storage.enqueue(old, clock())
+    claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    outcomes = ["succeeded", "succeeded", "succeeded", "failed", "succeeded"]
+    await storage.record_results(
+        [
+            result_for(c, clock(), o, 200 if o == "succeeded" else 500)
+            for c, o in zip(claimed, outcomes, strict=True)
+        ],
+        clock(),
+    )
+    canceled = new()
+    await storage.enqueue([canceled], clock())
+    await storage.cancel_task(canceled.id, clock())
+    recent = new()
+    await storage.enqueue([recent], clock.advance(3600))
+    [claimed_recent] = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    await storage.record_results([result_for(claimed_recent, clock(), "succeeded")], clock())
+
+    cutoff = clock() - timedelta(seconds=60)
+    assert [await storage.prune_succeeded(cutoff, limit=3) for _ in range(3)] == [3, 1, 0]
+    assert await storage.get_task(old[0].id) is None
+    failed = await storage.get_task(old[3].id)
+    assert failed is not None
+    assert failed.status == "failed"  # failed tasks stay until redriven or deleted
+    assert await storage.get_task(canceled.id) is not None
+    assert await storage.get_task(recent.id) is not None  # younger than the cutoff
+    queue = await storage.get_queue("q")
+    assert queue is not None
+    assert (queue.counts["succeeded"], queue.counts["failed"], queue.counts["canceled"]) == (1, 1, 1)
