@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from workly.clock import Clock
+from workly.periodic import run_every
 from workly.storage.base import Storage
 
 log = logging.getLogger("workly.housekeeping")
@@ -82,15 +83,7 @@ class Housekeeper:
                 await task
 
     def _every(self, interval: float, job: Callable[[], Awaitable[None]], name: str) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(interval)
-                try:
-                    await job()
-                except Exception as exc:
-                    log.warning("%s failed (retrying in %.0fs): %s", name, interval, exc)
-
-        self._tasks.append(asyncio.create_task(loop(), name=f"workly-{name}"))
+        self._tasks.append(run_every(interval, job, name, log))
 
     async def _reap(self) -> None:
         while reaped := await self._storage.reap_expired(self._clock()):

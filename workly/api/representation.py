@@ -14,10 +14,6 @@ from workly.ids import new_task_id
 from workly.models import Attempt, NewTask, Queue, QueueConfig, Task
 
 
-def _content_type(headers: dict[str, str]) -> str | None:
-    return header_value(headers, "content-type")
-
-
 def new_task(queue: str, task: TaskIn, now: datetime, idempotency_header: str | None = None) -> NewTask:
     headers, body = task.encoded
     run_at = task.run_at
@@ -48,7 +44,7 @@ def _body_view(task: Task) -> Any:
     """The body as JSON when it is JSON, as text when it is UTF-8, else null (see body_base64)."""
     if not task.body:
         return None
-    content_type = _content_type(task.headers)
+    content_type = header_value(task.headers, "content-type")
     try:
         text = task.body.decode()
     except UnicodeDecodeError:

@@ -23,6 +23,7 @@ from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import judge
 from workly.models import AttemptResult, ClaimedTask, RecordSummary
+from workly.periodic import run_every
 from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
 
@@ -60,12 +61,11 @@ class Dispatcher:
         self.heartbeats = 0
         self._stopping = False
         self.last_tick = time.monotonic()
-        self.claims = 0
 
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         self._loop_task = asyncio.create_task(self._run(), name="workly-dispatcher")
-        self._heartbeat_task = asyncio.create_task(self._heartbeat(), name="workly-heartbeat")
+        self._heartbeat_task = run_every(self._lease_margin / 3, self._heartbeat, "heartbeat", log)
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming, give in-flight deliveries ``grace`` seconds, flush results."""
@@ -92,10 +92,6 @@ class Dispatcher:
         """Called after an enqueue commits: claim now instead of at the next poll."""
         self._wake.set()
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._in_flight)
-
     # --- the loop ------------------------------------------------------------------
     async def _run(self) -> None:
         while not self._stopping:
@@ -105,7 +101,6 @@ class Dispatcher:
             claimed = await self._claim(wanted) if wanted > 0 else []
             for task in claimed:
                 self._start_delivery(task)
-            self.claims += 1
             if claimed and len(claimed) == wanted:
                 continue  # a full batch: there may be more, claim again at once
             # Nothing more is due now. The next wake (an enqueue committed, a delivery
@@ -124,21 +119,15 @@ class Dispatcher:
             return []
 
     async def _heartbeat(self) -> None:
-        """Every lease_margin/3 s, extend the leases of every delivery in flight at once.
+        """Run every lease_margin/3 s: extend the leases of every delivery in flight at once.
 
         A lease is never shorter than the margin, so a live process renews each lease at
         least three times before it could expire: only a dead or stalled process loses one.
         """
-        while True:
-            await asyncio.sleep(self._lease_margin / 3)
-            leases = [(task.seq, task.lease_token) for task in self._in_flight.values()]
-            if not leases:
-                continue
-            try:
-                await self._storage.extend_leases(leases, self._clock(), self._lease_margin)
-                self.heartbeats += 1
-            except Exception as exc:
-                log.warning("could not extend %d lease(s): %s", len(leases), exc)
+        leases = [(task.seq, task.lease_token) for task in self._in_flight.values()]
+        if leases:
+            await self._storage.extend_leases(leases, self._clock(), self._lease_margin)
+            self.heartbeats += 1
 
     async def _sleep(self) -> None:
         with contextlib.suppress(TimeoutError):

@@ -59,7 +59,6 @@ class HttpClient:
         self._idle_timeout = idle_timeout
         self._ssl = ssl_context or ssl.create_default_context()
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
-        self.connections_opened = 0
 
     async def request(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> HttpResponse:
         """Send one request; bound it with ``asyncio.timeout`` (a cancelled exchange
@@ -107,7 +106,6 @@ class HttpClient:
             )
         except (OSError, ssl.SSLError) as exc:
             raise ConnectError(f"connection to {host}:{port} failed: {exc}") from None
-        self.connections_opened += 1
         return conn
 
     def _take_idle(self, origin: tuple[str, str, int]) -> _Connection | None:

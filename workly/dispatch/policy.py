@@ -53,21 +53,20 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
     if code is not None and not 200 <= code < 300:
         error = "410 Gone: permanent failure, not retried" if code == PERMANENT_STATUS else f"HTTP {code}"
 
-    def result(outcome: Outcome, next_run_at: datetime | None = None) -> AttemptResult:
+    def result(verdict: Outcome, next_run_at: datetime | None = None) -> AttemptResult:
         return AttemptResult(
             task_seq=task.seq,
             lease_token=task.lease_token,
             attempt=task.attempt,
-            started_at=outcome_.started_at,
-            finished_at=outcome_.finished_at,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
             status_code=code,
             error=error,
-            response=outcome_.response,
-            outcome=outcome,
+            response=outcome.response,
+            outcome=verdict,
             next_run_at=next_run_at,
         )
 
-    outcome_ = outcome
     if code is not None and 200 <= code < 300:
         return result("succeeded")
     if code == PERMANENT_STATUS or task.attempt >= task.max_attempts:
