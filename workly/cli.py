@@ -34,6 +34,8 @@ def _settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
+        if not first["loc"]:  # a rule across settings: its message names them
+            _fail(f"invalid configuration: {first['ctx']['error']}")
         _fail(f"invalid WORKLY_{str(first['loc'][0]).upper()}: {first['msg']}")
 
 
@@ -69,8 +71,8 @@ def dev(
 ) -> None:
     """Run on SQLite in one process: for development and small installs."""
     db = db.resolve()
-    secret = _dev_secret(db)
-    settings = _settings(database_url=f"sqlite:///{db}", signing_secret=secret)
+    settings = _settings(database_url=f"sqlite:///{db}")  # refuse bad settings before writing files
+    settings = settings.model_copy(update={"signing_secret": _dev_secret(db)})
     _check_secrets(settings)
     _configure_logging(settings.log_level)
     typer.echo(f"workly dev: database {db}")

@@ -6,9 +6,10 @@ Nothing here is instantiated at import time: the CLI and the app factory build a
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,7 +53,14 @@ class Settings(BaseSettings):
     max_in_flight: int = Field(default=100, ge=1, description="deliveries in flight per process")
     poll_interval: float = Field(default=1.0, gt=0, description="seconds between claims when idle")
     lease_margin: float = Field(
-        default=30.0, gt=0, description="seconds a lease outlives the attempt timeout"
+        default=30.0,
+        gt=0,
+        description="seconds a lease outlives the attempt timeout; at least 3 times WORKLY_DB_TIMEOUT",
+    )
+    db_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds one database statement may take (PostgreSQL) or wait for a lock (SQLite)",
     )
     result_batch_max: int = Field(default=500, ge=1, description="attempt results per group commit")
     ready_stall_seconds: float = Field(
@@ -69,6 +77,22 @@ class Settings(BaseSettings):
         if not value.startswith(("postgresql://", "postgres://", "sqlite:///")):
             raise ValueError("must start with postgresql://, postgres:// or sqlite:///")
         return value
+
+    @model_validator(mode="after")
+    def _margin_covers_lease_writes(self) -> Settings:
+        # The heartbeat runs every margin/3 s and each lease write (heartbeat, result) may
+        # take up to db_timeout. A shorter interval than one statement's worst case would
+        # let heartbeats pile up behind a slow database, and a result recorded after its
+        # attempt timed out could land after the lease: then a live delivery is redone.
+        if self.lease_margin < 3 * self.db_timeout and not math.isclose(
+            self.lease_margin, 3 * self.db_timeout
+        ):
+            raise ValueError(
+                f"WORKLY_LEASE_MARGIN ({self.lease_margin:g} s) must be at least 3 times WORKLY_DB_TIMEOUT "
+                f"({self.db_timeout:g} s): leases are renewed every margin/3 s and each renewal may "
+                "take up to the database timeout"
+            )
+        return self
 
     def signing_secrets(self) -> list[str]:
         return (self.signing_secret or "").split()

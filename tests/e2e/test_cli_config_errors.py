@@ -126,3 +126,16 @@ def test_dev_with_an_empty_stored_secret(tmp_path: Path) -> None:
     (tmp_path / "w.db.signing-secret").write_text("")
     result = workly("dev", "--db", str(db), "--port", str(free_port()), cwd=tmp_path)
     assert_refused(result, "w.db.signing-secret", "empty")
+
+
+@pytest.mark.parametrize("command", ["serve", "dev"])
+def test_a_lease_margin_too_short_for_the_database_timeout_is_refused(tmp_path: Path, command: str) -> None:
+    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_LEASE_MARGIN": "20", "WORKLY_DB_TIMEOUT": "10"}
+    if command == "serve":
+        result = serve(tmp_path, WORKLY_DATABASE_URL=PG_URL, **env)
+    else:
+        db = tmp_path / "never.db"
+        result = workly("dev", "--db", str(db), "--port", str(free_port()), cwd=tmp_path, **env)
+        assert not list(tmp_path.iterdir())  # refused before any file was written
+    line = assert_refused(result, "WORKLY_LEASE_MARGIN", "WORKLY_DB_TIMEOUT")
+    assert "20 s" in line and "10 s" in line

@@ -2,7 +2,7 @@
 
 Every task is delivered at least once, and a task delivered twice (its first attempt
 was cut off by the kill, or its result never recorded) carries the same webhook-id both
-times. The lease is short here (timeout 1 s + margin 1 s) so the reaper of the restarted
+times. The lease is short here (timeout 1 s + margin 3 s) so the reaper of the restarted
 process brings the stranded tasks back within seconds.
 """
 
@@ -47,7 +47,8 @@ def server_command(
     env = {
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
         "WORKLY_POLL_INTERVAL": "0.2",
-        "WORKLY_LEASE_MARGIN": "1",
+        "WORKLY_LEASE_MARGIN": "3",
+        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
         "WORKLY_REAP_INTERVAL": "0.2",
         "WORKLY_LOG_LEVEL": "warning",
     }

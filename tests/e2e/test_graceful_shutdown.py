@@ -26,7 +26,8 @@ async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
     env = {
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
         "WORKLY_SHUTDOWN_GRACE": str(GRACE),
-        "WORKLY_LEASE_MARGIN": "1",
+        "WORKLY_LEASE_MARGIN": "3",
+        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
         "WORKLY_REAP_INTERVAL": "0.2",
         "WORKLY_POLL_INTERVAL": "0.2",
     }

@@ -62,7 +62,8 @@ async def test_the_service_survives_a_database_restart(
         "WORKLY_DATABASE_URL": cluster.url,
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
         "WORKLY_POLL_INTERVAL": "0.2",
-        "WORKLY_LEASE_MARGIN": "1",
+        "WORKLY_LEASE_MARGIN": "3",
+        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
         "WORKLY_REAP_INTERVAL": "0.2",
         "WORKLY_READY_STALL_SECONDS": "5",
     }

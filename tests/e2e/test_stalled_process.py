@@ -41,7 +41,8 @@ async def test_a_stalled_processs_late_result_is_refused(
         "WORKLY_DATABASE_URL": database_url,
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
         "WORKLY_POLL_INTERVAL": "0.2",
-        "WORKLY_LEASE_MARGIN": "1",
+        "WORKLY_LEASE_MARGIN": "3",
+        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
         "WORKLY_REAP_INTERVAL": "0.2",
     }
     port_a, port_b = free_port(), free_port()
@@ -56,7 +57,7 @@ async def test_a_stalled_processs_late_result_is_refused(
             async with asyncio.timeout(10):
                 while receiver.in_flight < 1:
                     await asyncio.sleep(0.01)
-            a.send_signal(signal.SIGSTOP)  # mid-delivery: its lease (2 s + 1 s) runs out
+            a.send_signal(signal.SIGSTOP)  # mid-delivery: its lease (2 s + 3 s) runs out
             try:
                 with workly_subprocess(serve_args(port_b), env, port_b, tmp_path / "b.log") as b:
                     await asyncio.to_thread(wait_ready, b, port_b, tmp_path / "b.log")

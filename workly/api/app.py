@@ -38,7 +38,9 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        storage = await open_storage(database_url, settings.sqlite_synchronous)
+        storage = await open_storage(
+            database_url, sqlite_synchronous=settings.sqlite_synchronous, db_timeout=settings.db_timeout
+        )
         client = HttpClient(max_body=settings.response_snippet_bytes)
         try:
             applied = await storage.migrate()

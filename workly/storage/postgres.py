@@ -33,6 +33,7 @@ from workly.storage.queries import load_queries
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 _MAX_SEQ = 2**63 - 1
+MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
 
 
 def _as_datetime(value: Any) -> datetime:
@@ -89,7 +90,7 @@ class PostgresStorage:
         self.wakeups = PostgresWakeups(pool, dsn, self._q)
 
     @classmethod
-    async def open(cls, url: str) -> PostgresStorage:
+    async def open(cls, url: str, command_timeout: float = 10.0) -> PostgresStorage:
         dsn, size = split_pool_size(url)
         pool = await asyncpg.create_pool(
             dsn,
@@ -97,7 +98,7 @@ class PostgresStorage:
             max_size=size,
             init=_init_connection,
             reset=_keep_session,
-            command_timeout=60,
+            command_timeout=command_timeout,
             # JIT compiles plans for analytics; for short queue statements it only adds latency.
             server_settings={"jit": "off", "application_name": "workly"},
         )
@@ -126,11 +127,13 @@ class PostgresStorage:
     async def migrate(self) -> list[int]:
         applied = []
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(self._q.lock_migrations)
+            # Not bounded by the statement timeout: waiting for another process's migration,
+            # or building an index over a large table, may rightly take minutes.
+            await conn.execute(self._q.lock_migrations, timeout=MIGRATION_TIMEOUT)
             await conn.execute(self._q.create_schema_version)
             current = await conn.fetchval(self._q.get_schema_version)
             for migration in pending("postgres", current):
-                await conn.execute(migration.sql)
+                await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT)
                 await conn.execute(self._q.set_schema_version, migration.version)
                 applied.append(migration.version)
         return applied

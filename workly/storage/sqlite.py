@@ -87,12 +87,14 @@ class SqliteStorage:
         self._bookkeeping: SynchronousMode = "OFF" if synchronous == "OFF" else "NORMAL"
 
     @classmethod
-    async def open(cls, url: str, synchronous: SynchronousMode = "FULL") -> SqliteStorage:
+    async def open(
+        cls, url: str, synchronous: SynchronousMode = "FULL", busy_timeout: float = 10.0
+    ) -> SqliteStorage:
         if sqlite3.sqlite_version_info < _MIN_SQLITE:
             raise ConfigError(f"SQLite {sqlite3.sqlite_version} is too old: Workly needs 3.38 or newer")
         path = sqlite_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
-        common = ["PRAGMA foreign_keys = ON", "PRAGMA busy_timeout = 5000"]
+        common = ["PRAGMA foreign_keys = ON", f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}"]
         writer, reader = SqliteThread("writer"), SqliteThread("reader")
         await writer.open(path, [*common, "PRAGMA journal_mode = WAL"])
         await reader.open(path, [*common, "PRAGMA query_only = ON"])

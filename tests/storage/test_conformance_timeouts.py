@@ -1,0 +1,68 @@
+"""The storage contract, the database timeout: a statement stuck behind another
+transaction gives up after ``db_timeout`` with an "unavailable" error, stores nothing,
+and the storage works again once the blocker is gone. Both backends.
+
+The blocker is a second, plain connection holding the write lock (SQLite) or an
+exclusive lock on ``tasks`` (PostgreSQL), as a long migration or a stuck admin session would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import new
+from tests.support.clock import FakeClock
+from workly.storage import open_storage
+from workly.storage.availability import UNAVAILABLE
+from workly.storage.sqlite import sqlite_path
+
+DB_TIMEOUT = 0.2
+GUARD = 8.0  # far below the 10 s default: failing inside it shows db_timeout was applied
+
+
+@asynccontextmanager
+async def blocking_writes(database_url: str) -> AsyncIterator[None]:
+    if database_url.startswith("sqlite"):
+        conn = sqlite3.connect(sqlite_path(database_url), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+        return
+    pg = await asyncpg.connect(database_url)
+    transaction = pg.transaction()
+    await transaction.start()
+    await pg.execute("LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE")
+    try:
+        yield
+    finally:
+        await transaction.rollback()
+        await pg.close()
+
+
+async def test_a_blocked_write_gives_up_after_the_database_timeout(
+    database_url: str, clock: FakeClock
+) -> None:
+    storage = await open_storage(database_url, db_timeout=DB_TIMEOUT)
+    try:
+        await storage.migrate()
+        blocked, later = new(), new()
+        async with blocking_writes(database_url):
+            async with asyncio.timeout(GUARD):
+                with pytest.raises(UNAVAILABLE):
+                    await storage.enqueue([blocked], clock())
+        [stored] = await storage.enqueue([later], clock())
+        assert stored.created
+        assert await storage.get_task(blocked.id) is None
+        listed, _ = await storage.list_tasks("q", None, 10, None)
+        assert [t.id for t in listed] == [later.id]
+    finally:
+        await storage.close()

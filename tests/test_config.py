@@ -1,0 +1,26 @@
+"""Settings: the rules that span more than one setting."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from workly.config import Settings
+
+
+def test_the_defaults_keep_the_margin_at_three_database_timeouts() -> None:
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert (settings.lease_margin, settings.db_timeout) == (30.0, 10.0)
+
+
+@pytest.mark.parametrize(("margin", "db_timeout"), [(3.0, 1.0), (30.0, 0.5), (0.3, 0.1)])
+def test_a_margin_of_at_least_three_database_timeouts_is_accepted(margin: float, db_timeout: float) -> None:
+    assert Settings(lease_margin=margin, db_timeout=db_timeout).lease_margin == margin
+
+
+@pytest.mark.parametrize(("margin", "db_timeout"), [(29.9, 10.0), (1.0, 1.0), (30.0, 60.0)])
+def test_a_margin_shorter_than_three_database_timeouts_is_refused(margin: float, db_timeout: float) -> None:
+    with pytest.raises(
+        ValidationError, match=r"WORKLY_LEASE_MARGIN .* must be at least 3 times WORKLY_DB_TIMEOUT"
+    ):
+        Settings(lease_margin=margin, db_timeout=db_timeout)
