@@ -67,7 +67,7 @@ async def test_the_reaper_runs_periodically_and_wakes_the_dispatcher(storage: St
     finally:
         await keeper.stop()
     assert keeper.reaped == 1
-    assert len(await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 1.0)) == 1
+    assert len((await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 1.0)).tasks) == 1
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ async def _claim_buffers(url: str) -> int:
     await transaction.start()
     try:
         sql = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_queries("postgres").claim_tasks
-        raw = await conn.fetchval(sql, datetime.now(UTC), 100, "probe", 30.0, [], [])
+        raw = await conn.fetchval(sql, datetime.now(UTC), 100, "probe", 30.0)
     finally:
         await transaction.rollback()
         await conn.close()
@@ -120,7 +120,7 @@ async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> 
         await storage.put_queue("q", QueueConfig(max_concurrency=10_000), now)
         for _ in range(6):
             await storage.enqueue([new() for _ in range(500)], now)
-            claimed = await storage.claim_tasks(500, now, uuid.uuid4().hex, 30)
+            claimed = (await storage.claim_tasks(500, now, uuid.uuid4().hex, 30)).tasks
             await storage.record_results([result_for(c, now, "succeeded") for c in claimed], now)
         before = await _claim_buffers(pg_url)
         await storage.vacuum()
@@ -133,7 +133,7 @@ async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> 
 async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage) -> None:
     clock = FakeClock()
     await storage.enqueue([new() for _ in range(3)], clock())
-    claimed = await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 30.0)
+    claimed = (await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 30.0)).tasks
     await storage.record_results([result_for(c, clock(), "succeeded") for c in claimed], clock())
     clock.advance(8 * 86400)
     keeper = Housekeeper(

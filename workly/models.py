@@ -103,6 +103,15 @@ class ClaimedTask:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """What one claim got, and when the next may get more despite a rate limit."""
+
+    tasks: list[ClaimedTask]
+    # Seconds until a rate-limited queue has its next token; None when none is waiting.
+    rate_wait: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptResult:
     """The outcome of one delivery attempt, ready to be recorded."""
 

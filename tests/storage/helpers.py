@@ -9,6 +9,9 @@ from typing import Any
 
 from workly.ids import new_task_id
 from workly.models import AttemptResult, ClaimedTask, NewTask, Outcome
+from workly.storage.base import Storage
+from workly.storage.postgres import PostgresStorage
+from workly.storage.sqlite import SqliteStorage
 
 URL = "http://127.0.0.1:9/hook"  # never contacted: storage tests make no HTTP calls
 
@@ -46,3 +49,10 @@ def result_for(
         outcome=outcome,
         next_run_at=None if retry_in is None else now + timedelta(seconds=retry_in),
     )
+
+
+async def another_process(storage: Storage, database_url: str) -> Storage:
+    """Another handle on the same database: its own pool, as another process has."""
+    if isinstance(storage, PostgresStorage):
+        return await PostgresStorage.open(database_url)
+    return await SqliteStorage.open(database_url)

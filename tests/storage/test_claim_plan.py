@@ -1,8 +1,10 @@
-"""The Postgres claim reads the partial claim index in order and stops after the batch.
+"""The Postgres claim stays cheap however the backlog is skewed: read from the plan.
 
 Seed 000: with an index that does not match the ORDER BY, the planner sorts the whole
-backlog on every claim; the time can still look fine on a small table, so the test
-reads the plan, over a deep backlog.
+backlog on every claim. Seed 004: a round-robin claim over tenants looked fine on a small
+table and took 10 s with one tenant's 100,000 tasks and 1,000 idle tenants. The time
+can still look fine on a small table, so these tests read the plan over deep backlogs:
+which indexes it reads, how many rows each scan returns, and how many buffers it touches.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import pytest
 from workly.storage.queries import load_queries
 
 pytestmark = pytest.mark.postgres
-BACKLOG = 200_000
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+BATCH = 100
 
 
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -27,42 +30,115 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-async def test_claim_uses_the_claim_index_without_sorting_the_backlog(pg_url: str) -> None:
-    conn = await asyncpg.connect(pg_url)
+async def _queue(conn: asyncpg.Connection, name: str, ordering: str = "none") -> None:
+    await conn.execute(
+        """INSERT INTO queues (name, max_concurrency, ordering, created_at, updated_at)
+           VALUES ($1, 10000, $2, $3, $3)""",
+        name,
+        ordering,
+        NOW,
+    )
+
+
+async def _tasks(
+    conn: asyncpg.Connection, queue: str, count: int, *, tenant: str = "NULL", key: str = "NULL"
+) -> None:
+    """``count`` ready tasks; ``tenant`` and ``key`` are SQL expressions over g (1..count)."""
+    await conn.execute(
+        f"""INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority,
+                               tenant, key, created_at, updated_at)
+            SELECT $1 || '_' || gen_random_uuid(), $1, 'ready', 'http://127.0.0.1:9/', 'POST', '{{}}', '',
+                   $2, g % 3, {tenant}, {key}, $2, $2
+            FROM generate_series(1, $3) g""",
+        queue,
+        NOW,
+        count,
+    )
+
+
+async def _explain_claim(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]], int, int]:
+    """The claim's plan nodes, the rows it claimed and the buffers it touched.
+    EXPLAIN ANALYZE really runs it, inside a transaction rolled back afterwards."""
+    await conn.execute("ANALYZE")
+    transaction = conn.transaction()
+    await transaction.start()
     try:
-        now = datetime(2030, 1, 1, tzinfo=UTC)
-        await conn.execute(
-            """INSERT INTO queues (name, max_concurrency, created_at, updated_at)
-               VALUES ('deep', 1000, $1, $1)""",
-            now,
-        )
-        await conn.execute(
-            """INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority,
-                                  created_at, updated_at)
-               SELECT 'task_' || g, 'deep', 'ready', 'http://127.0.0.1:9/', 'POST', '{}', '', $1,
-                      g % 3, $1, $1
-               FROM generate_series(1, $2) g""",
-            now,
-            BACKLOG,
-        )
-        await conn.execute("ANALYZE tasks")
-        # EXPLAIN ANALYZE really runs the claim (100 rows); the next test empties the table.
         raw = await conn.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + load_queries("postgres").claim_tasks,
-            now,
-            100,
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_queries("postgres").claim_tasks,
+            NOW,
+            BATCH,
             "lease",
             30.0,
-            [],
-            [],
         )
-        nodes = _nodes(json.loads(raw)[0]["Plan"])
     finally:
-        await conn.close()
-    scans_of_tasks = [n for n in nodes if n.get("Relation Name") == "tasks"]
-    claim_scans = [n for n in scans_of_tasks if n.get("Index Name") == "tasks_claim"]
-    assert claim_scans, f"the claim must read tasks_claim: {[n['Node Type'] for n in nodes]}"
-    assert max(n["Actual Rows"] for n in claim_scans) <= 100, "the index scan stops after the batch"
-    assert not [n for n in scans_of_tasks if n["Node Type"] == "Seq Scan"]
+        await transaction.rollback()
+    plan = json.loads(raw)[0]["Plan"]
+    nodes = _nodes(plan)
+    claimed = next(
+        n for n in nodes if n.get("Node Type") == "ModifyTable" and n.get("Relation Name") == "tasks"
+    )
+    buffers = int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
+    return nodes, int(claimed["Actual Rows"]), buffers
+
+
+def _assert_no_backlog_scan(nodes: list[dict[str, Any]], groups: int = 0) -> None:
+    """No scan of the whole table, and no sort of more than the batch and one head per group."""
+    scans = [n for n in nodes if n.get("Relation Name") == "tasks"]
+    assert not [n for n in scans if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")], [
+        n["Node Type"] for n in scans
+    ]
     sorts = [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
-    assert all(n["Actual Rows"] <= 100 for n in sorts), "no Sort over the backlog"
+    assert all(n["Actual Rows"] <= 2 * BATCH + groups for n in sorts), "no Sort over the backlog"
+
+
+@pytest.fixture
+async def conn(pg_url: str) -> Any:
+    connection = await asyncpg.connect(pg_url)
+    yield connection
+    await connection.close()
+
+
+async def test_a_deep_plain_backlog_is_read_in_index_order(conn: asyncpg.Connection) -> None:
+    await _queue(conn, "deep")
+    await _tasks(conn, "deep", 200_000)
+    nodes, claimed, buffers = await _explain_claim(conn)
+    assert claimed == BATCH
+    plain = [n for n in nodes if n.get("Index Name") == "tasks_claim"]
+    assert plain, f"the claim must read tasks_claim: {[n['Node Type'] for n in nodes]}"
+    assert max(n["Actual Rows"] for n in plain) <= BATCH, "the index scan stops after the batch"
+    _assert_no_backlog_scan(nodes)
+    assert buffers < 6_000, buffers  # the table itself holds over 10,000 pages
+
+
+async def test_one_huge_tenant_and_many_idle_ones(conn: asyncpg.Connection) -> None:
+    """Seed 004's shape: 100,000 ready tasks of one tenant, 1,000 tenants without ready
+    work (their finished tasks and their turns are still stored), ten small tenants."""
+    await _queue(conn, "shared")
+    await _tasks(conn, "shared", 100_000, tenant="'big'")
+    await _tasks(conn, "shared", 1_000, tenant="'idle' || g")
+    await conn.execute("UPDATE tasks SET status = 'succeeded' WHERE tenant LIKE 'idle%'")
+    await conn.execute(
+        """INSERT INTO queue_turns (queue, tenant, last_served)
+           SELECT 'shared', 'idle' || g, $1 FROM generate_series(1, 1000) g""",
+        NOW,
+    )
+    await _tasks(conn, "shared", 10, tenant="'small' || g")
+    nodes, claimed, buffers = await _explain_claim(conn)
+    assert claimed >= 11  # every tenant's share: the batch fills over the next claims
+    per_tenant = [n for n in nodes if n.get("Index Name") == "tasks_claim_tenant"]
+    assert per_tenant, [n["Node Type"] for n in nodes]
+    assert max(n["Actual Rows"] for n in per_tenant) <= BATCH
+    _assert_no_backlog_scan(nodes)
+    assert buffers < 6_000, buffers  # the table itself holds over 10,000 pages
+
+
+async def test_one_huge_key_and_many_small_ones(conn: asyncpg.Connection) -> None:
+    await _queue(conn, "ordered", ordering="key")
+    await _tasks(conn, "ordered", 100_000, key="'big'")
+    await _tasks(conn, "ordered", 1_000, key="'k' || g")
+    nodes, claimed, buffers = await _explain_claim(conn)
+    assert claimed == BATCH  # one head per key, from the first hundred keys' heads
+    by_key = [n for n in nodes if n.get("Index Name") == "tasks_claim_key"]
+    assert by_key, [n["Node Type"] for n in nodes]
+    _assert_no_backlog_scan(nodes, groups=1_001)
+    assert buffers < 20_000, buffers

@@ -36,7 +36,7 @@ async def test_an_expired_lease_returns_the_task_with_the_attempt_counted(
     [attempt] = await storage.list_attempts(stored.task.id)
     assert (attempt.attempt, attempt.status_code, attempt.stale) == (1, None, False)
     assert (attempt.started_at, attempt.finished_at) == (claimed_at, reaped_at)
-    [again] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [again] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     assert again.attempt == 2
     assert await storage.reap_expired(clock()) == 0  # the new lease is fresh
 
@@ -53,12 +53,12 @@ async def test_a_task_that_strands_repeatedly_fails_at_max_attempts(
 ) -> None:
     [stored] = await storage.enqueue([new(max_attempts=3)], clock())
     for _ in range(3):
-        assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
+        assert len((await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks) == 1
         assert await storage.reap_expired(clock.advance(LEASE + 1)) == 1
     task = await storage.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.attempts) == ("failed", 3)
-    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
     assert len(await storage.list_attempts(stored.task.id)) == 3
 
 
@@ -66,9 +66,9 @@ async def test_a_result_from_a_reaped_claim_is_refused_and_kept_as_stale(
     storage: Storage, clock: FakeClock
 ) -> None:
     [stored] = await storage.enqueue([new()], clock())
-    [first] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [first] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.reap_expired(clock.advance(LEASE + 1))
-    [second] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [second] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(second, clock(), "succeeded", 204)], clock())
     late = await storage.record_results([result_for(first, clock(), "failed", 500)], clock())
     assert (late.accepted, late.stale) == (0, 1)
@@ -94,7 +94,7 @@ async def test_the_reaper_works_in_batches(storage: Storage, clock: FakeClock) -
 async def test_the_heartbeat_extends_only_leases_still_held(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=10), clock())
     await storage.enqueue([new(), new()], clock())
-    held, finished = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    held, finished = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(finished, clock(), "succeeded")], clock())
     leases = [(held.seq, held.lease_token), (finished.seq, finished.lease_token), (held.seq, "not-mine")]
     assert await storage.extend_leases(leases, clock.advance(50), MARGIN) == 1

@@ -6,13 +6,11 @@ import asyncio
 
 import pytest
 
-from tests.storage.helpers import in_queue, new, result_for, token
+from tests.storage.helpers import another_process, in_queue, new, result_for, token
 from tests.support.clock import FakeClock
 from workly.errors import InvalidQueueConfig, QueueNotFound
 from workly.models import QueueConfig
 from workly.storage.base import Storage
-from workly.storage.postgres import PostgresStorage
-from workly.storage.sqlite import SqliteStorage
 
 MARGIN = 30.0
 
@@ -63,20 +61,9 @@ async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> No
 async def test_paused_queue_is_not_claimed(storage: Storage, clock: FakeClock) -> None:
     await storage.enqueue(in_queue("q", [new()]), clock())
     await storage.update_queue("q", {"paused": True}, clock())
-    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
     await storage.update_queue("q", {"paused": False}, clock())
-    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN)) == 1
-
-
-async def test_max_concurrency_minus_the_callers_busy_deliveries(storage: Storage, clock: FakeClock) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=2), clock())
-    await storage.put_queue("other", QueueConfig(max_concurrency=2), clock())
-    await storage.enqueue(in_queue("q", [new() for _ in range(5)]), clock())
-    first = await storage.claim_tasks(10, clock(), token(), MARGIN)
-    assert len(first) == 2
-    assert await storage.claim_tasks(10, clock(), token(), MARGIN, busy={"q": 2}) == []
-    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN, busy={"q": 1, "other": 2})) == 1
-    assert len(await storage.claim_tasks(10, clock(), token(), MARGIN, busy={"q": 5})) == 0
+    assert len((await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks) == 1
 
 
 async def test_a_full_queue_does_not_block_another(storage: Storage, clock: FakeClock) -> None:
@@ -84,13 +71,13 @@ async def test_a_full_queue_does_not_block_another(storage: Storage, clock: Fake
     await storage.enqueue(in_queue("busy", [new() for _ in range(5)]), clock())
     quiet = new()
     await storage.enqueue(in_queue("quiet", [quiet]), clock())
-    claimed = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    claimed = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     assert sorted(c.queue for c in claimed) == ["busy", "quiet"]
 
 
 async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) -> None:
     await storage.enqueue(in_queue("q", [new() for _ in range(4)]), clock())
-    [running] = await storage.claim_tasks(1, clock(), token(), MARGIN)
+    [running] = (await storage.claim_tasks(1, clock(), token(), MARGIN)).tasks
     assert await storage.purge_queue("q") == 3
     queue = await storage.get_queue("q")
     assert queue is not None
@@ -103,7 +90,7 @@ async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) 
 async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage, clock: FakeClock) -> None:
     task = new()
     await storage.enqueue(in_queue("q", [task]), clock())
-    [claimed] = await storage.claim_tasks(1, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(1, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
     await storage.delete_queue("q")
     assert await storage.get_queue("q") is None
@@ -130,25 +117,18 @@ async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: FakeClo
         await storage.list_tasks("missing", None, 3, None)
 
 
-async def _second_storage(storage: Storage, database_url: str) -> Storage:
-    """Another handle on the same database: a separate pool, as another process has."""
-    if isinstance(storage, PostgresStorage):
-        return await PostgresStorage.open(database_url)
-    return await SqliteStorage.open(database_url)
-
-
 async def test_concurrent_claimers_never_share_a_task(
     storage: Storage, database_url: str, clock: FakeClock
 ) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=10_000), clock())
     await storage.enqueue(in_queue("q", [new() for _ in range(400)]), clock())
-    other = await _second_storage(storage, database_url)
+    other = await another_process(storage, database_url)
     try:
         claimers = [storage, other] * 4
 
         async def drain(claimer: Storage) -> list[str]:
             ids: list[str] = []
-            while batch := await claimer.claim_tasks(7, clock(), token(), MARGIN):
+            while batch := (await claimer.claim_tasks(7, clock(), token(), MARGIN)).tasks:
                 ids.extend(c.id for c in batch)
             return ids
 
@@ -163,7 +143,7 @@ async def test_concurrent_claimers_never_share_a_task(
 async def test_concurrent_duplicate_enqueues_store_one_task(
     storage: Storage, database_url: str, clock: FakeClock
 ) -> None:
-    other = await _second_storage(storage, database_url)
+    other = await another_process(storage, database_url)
     try:
         enqueuers = [storage, other] * 10
         entries = await asyncio.gather(

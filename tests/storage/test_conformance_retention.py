@@ -18,7 +18,7 @@ async def test_only_succeeded_tasks_older_than_the_cutoff_are_pruned(
     await storage.put_queue("q", QueueConfig(max_concurrency=100, max_attempts=1), clock())
     old = [new() for _ in range(5)]
     await storage.enqueue(old, clock())
-    claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    claimed = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
     outcomes = ["succeeded", "succeeded", "succeeded", "failed", "succeeded"]
     await storage.record_results(
         [
@@ -32,7 +32,7 @@ async def test_only_succeeded_tasks_older_than_the_cutoff_are_pruned(
     await storage.cancel_task(canceled.id, clock())
     recent = new()
     await storage.enqueue([recent], clock.advance(3600))
-    [claimed_recent] = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    [claimed_recent] = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(claimed_recent, clock(), "succeeded")], clock())
 
     cutoff = clock() - timedelta(seconds=60)

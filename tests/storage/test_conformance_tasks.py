@@ -42,15 +42,15 @@ async def test_enqueue_returns_the_stored_task(storage: Storage, clock: FakeCloc
 async def test_null_run_at_is_due_now(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new(run_at=None)]), clock())
     assert stored.task.run_at == clock()
-    claimed = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    claimed = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     assert [c.id for c in claimed] == [stored.task.id]
 
 
 async def test_a_task_is_not_claimed_before_it_is_due(storage: Storage, clock: FakeClock) -> None:
     later = new(run_at=clock() + timedelta(seconds=60))
     await storage.enqueue(in_queue("q", [later]), clock())
-    assert await storage.claim_tasks(10, clock.advance(59.999), token(), MARGIN) == []
-    claimed = await storage.claim_tasks(10, clock.advance(0.001), token(), MARGIN)
+    assert (await storage.claim_tasks(10, clock.advance(59.999), token(), MARGIN)).tasks == []
+    claimed = (await storage.claim_tasks(10, clock.advance(0.001), token(), MARGIN)).tasks
     assert [c.id for c in claimed] == [later.id]
 
 
@@ -59,7 +59,7 @@ async def test_higher_priority_first_then_fifo(storage: Storage, clock: FakeCloc
     for task in tasks:  # one at a time: enqueue order is the FIFO order
         await storage.enqueue(in_queue("q", [task]), clock())
     await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
-    claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    claimed = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
     expected = [tasks[1], tasks[3], tasks[0], tasks[2], tasks[5], tasks[4]]
     assert [c.id for c in claimed] == [t.id for t in expected]
 
@@ -68,15 +68,15 @@ async def test_fifo_within_one_batch_enqueue(storage: Storage, clock: FakeClock)
     await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
     tasks = [new() for _ in range(20)]
     await storage.enqueue(in_queue("q", tasks), clock())
-    claimed = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    claimed = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
     assert [c.id for c in claimed] == [t.id for t in tasks]
 
 
 async def test_claim_respects_the_batch_limit(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
     await storage.enqueue(in_queue("q", [new() for _ in range(10)]), clock())
-    first = await storage.claim_tasks(4, clock(), token(), MARGIN)
-    second = await storage.claim_tasks(100, clock(), token(), MARGIN)
+    first = (await storage.claim_tasks(4, clock(), token(), MARGIN)).tasks
+    second = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
     assert len(first) == 4
     assert len(second) == 6
     assert not {c.id for c in first} & {c.id for c in second}
@@ -85,18 +85,18 @@ async def test_claim_respects_the_batch_limit(storage: Storage, clock: FakeClock
 async def test_claim_marks_running_and_counts_the_attempt(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=4, timeout=2.5)]), clock())
     lease = token()
-    [claimed] = await storage.claim_tasks(10, clock(), lease, MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), lease, MARGIN)).tasks
     assert (claimed.attempt, claimed.max_attempts, claimed.timeout) == (1, 4, 2.5)
     assert (claimed.min_backoff, claimed.max_backoff, claimed.lease_token) == (1.0, 3600.0, lease)
     task = await storage.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.attempts) == ("running", 1)
-    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
 
 
 async def test_success_is_recorded_with_its_attempt(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
-    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     summary = await storage.record_results([result_for(claimed, clock(), "succeeded", 204)], clock())
     assert (summary.accepted, summary.stale) == (1, 0)
     task = await storage.get_task(stored.task.id)
@@ -110,14 +110,14 @@ async def test_success_is_recorded_with_its_attempt(storage: Storage, clock: Fak
 
 async def test_retry_returns_the_task_at_its_next_run_at(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
-    [first] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [first] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(first, clock(), "retry", 500, retry_in=5)], clock())
     task = await storage.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.attempts, task.last_status_code) == ("ready", 1, 500)
     assert task.run_at == clock() + timedelta(seconds=5)
-    assert await storage.claim_tasks(10, clock.advance(4.9), token(), MARGIN) == []
-    [second] = await storage.claim_tasks(10, clock.advance(0.1), token(), MARGIN)
+    assert (await storage.claim_tasks(10, clock.advance(4.9), token(), MARGIN)).tasks == []
+    [second] = (await storage.claim_tasks(10, clock.advance(0.1), token(), MARGIN)).tasks
     assert second.attempt == 2
     await storage.record_results([result_for(second, clock(), "succeeded", 200)], clock())
     attempts = await storage.list_attempts(stored.task.id)
@@ -126,17 +126,17 @@ async def test_retry_returns_the_task_at_its_next_run_at(storage: Storage, clock
 
 async def test_failure_is_final(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
-    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(claimed, clock(), "failed", 410)], clock())
     task = await storage.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.last_status_code, task.last_error) == ("failed", 410, "HTTP 410")
-    assert await storage.claim_tasks(10, clock.advance(3600), token(), MARGIN) == []
+    assert (await storage.claim_tasks(10, clock.advance(3600), token(), MARGIN)).tasks == []
 
 
 async def test_a_result_under_a_foreign_lease_is_refused(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
-    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     stale = result_for(claimed, clock(), "failed", 500, lease_token=token())
     summary = await storage.record_results([stale], clock())
     assert (summary.accepted, summary.stale) == (0, 1)
@@ -151,7 +151,7 @@ async def test_a_result_under_a_foreign_lease_is_refused(storage: Storage, clock
 
 async def test_a_second_result_for_one_lease_is_refused(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
-    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
     summary = await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
     assert summary.stale == 1
@@ -162,7 +162,7 @@ async def test_a_second_result_for_one_lease_is_refused(storage: Storage, clock:
 
 async def test_results_for_deleted_tasks_are_dropped(storage: Storage, clock: FakeClock) -> None:
     await storage.enqueue(in_queue("q", [new()]), clock())
-    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.delete_queue("q")
     summary = await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
     assert (summary.accepted, summary.stale) == (0, 1)
@@ -175,7 +175,7 @@ async def test_cancel_only_ready_tasks(storage: Storage, clock: FakeClock) -> No
     await storage.enqueue(in_queue("q", [ready]), clock())
     canceled = await storage.cancel_task(ready.id, clock.advance(1))
     assert (canceled.status, canceled.updated_at) == ("canceled", clock())
-    assert await storage.claim_tasks(10, clock(), token(), MARGIN) == []
+    assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
     with pytest.raises(TaskStateConflict):
         await storage.cancel_task(running.id, clock())
     with pytest.raises(TaskStateConflict):
@@ -186,11 +186,11 @@ async def test_cancel_only_ready_tasks(storage: Storage, clock: FakeClock) -> No
 
 async def test_redrive_gives_a_fresh_attempt_budget(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=1)]), clock())
-    [claimed] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
     redriven = await storage.retry_task(stored.task.id, clock.advance(10))
     assert (redriven.status, redriven.attempts, redriven.run_at) == ("ready", 0, clock())
-    [again] = await storage.claim_tasks(10, clock(), token(), MARGIN)
+    [again] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     assert again.attempt == 1
     with pytest.raises(TaskStateConflict):
         await storage.retry_task(stored.task.id, clock())  # running now

@@ -52,4 +52,4 @@ async def test_postgres_schema_has_the_claim_index(pg_url: str) -> None:
     finally:
         await conn.close()
     assert "(queue, priority DESC, run_at, seq)" in definition
-    assert "WHERE (status = 'ready'::text)" in definition
+    assert "WHERE ((status = 'ready'::text) AND (tenant IS NULL) AND (key IS NULL))" in definition

@@ -12,7 +12,7 @@ import base64
 import hashlib
 import hmac
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,6 +38,8 @@ class Receiver:
         self._delays: dict[str, float] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.in_flight_at: Counter[str] = Counter()  # per path
+        self.peak_at: Counter[str] = Counter()  # the most ever in flight at once, per path
         self._secret = secret
         self._arrived = asyncio.Condition()
         self.base_url = ""
@@ -46,8 +48,13 @@ class Receiver:
         self._scripts[path].extend(statuses)
 
     def delay(self, path: str, seconds: float) -> None:
-        """Hold each request to ``path`` this long before answering."""
+        """Hold each request to ``path`` (or under it, when it ends with "/") this long."""
         self._delays[path] = seconds
+
+    def _delay_for(self, path: str) -> float:
+        if path in self._delays:
+            return self._delays[path]
+        return max((d for p, d in self._delays.items() if p.endswith("/") and path.startswith(p)), default=0)
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -72,10 +79,13 @@ class Receiver:
             self._arrived.notify_all()
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self.in_flight_at[request.path] += 1
+        self.peak_at[request.path] = max(self.peak_at[request.path], self.in_flight_at[request.path])
         try:
-            await asyncio.sleep(self._delays.get(request.path, 0))
+            await asyncio.sleep(self._delay_for(request.path))
         finally:
             self.in_flight -= 1
+            self.in_flight_at[request.path] -= 1
         script = self._scripts.get(request.path)
         status = script.popleft() if script else 204
         return web.Response(status=status, text=None if status == 204 else f"status {status}")

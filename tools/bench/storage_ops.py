@@ -52,7 +52,7 @@ async def main(url: str, seconds: float = 3.0) -> None:
 
     async def claim_and_record() -> None:
         now = datetime.now(UTC)
-        claimed = await storage.claim_tasks(100, now, uuid.uuid4().hex, 30)
+        claimed = (await storage.claim_tasks(100, now, uuid.uuid4().hex, 30)).tasks
         results = [
             AttemptResult(task_seq=c.seq, lease_token=c.lease_token, attempt=c.attempt, started_at=now,
                           finished_at=now, status_code=204, error=None, response=b"", outcome="succeeded")

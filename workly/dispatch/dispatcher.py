@@ -14,15 +14,13 @@ import logging
 import random
 import time
 import uuid
-from collections import Counter
 from collections.abc import Sequence
-from functools import partial
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import judge
-from workly.models import AttemptResult, ClaimedTask, RecordSummary
+from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
 from workly.periodic import run_every
 from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
@@ -52,7 +50,6 @@ class Dispatcher:
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
         self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
-        self._busy: Counter[str] = Counter()  # deliveries in flight per queue
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record, max_batch=result_batch_max, split=lambda exc: not is_unavailable(exc)
         )
@@ -98,25 +95,25 @@ class Dispatcher:
             self.last_tick = time.monotonic()
             self._wake.clear()
             wanted = self._max_in_flight - len(self._in_flight)
-            claimed = await self._claim(wanted) if wanted > 0 else []
-            for task in claimed:
+            claim = await self._claim(wanted) if wanted > 0 else Claim([])
+            for task in claim.tasks:
                 self._start_delivery(task)
-            if claimed and len(claimed) == wanted:
+            if claim.tasks and len(claim.tasks) == wanted:
                 continue  # a full batch: there may be more, claim again at once
             # Nothing more is due now. The next wake (an enqueue committed, a delivery
-            # freed a slot, another process announced work) or the poll interval (work
-            # that became due by time) starts the next claim; a wake that came while this
-            # claim ran has left the event set, so that costs no wait at all.
-            await self._sleep()
+            # freed a slot, another process announced work), the next token of a
+            # rate-limited queue, or the poll interval (work that became due by time)
+            # starts the next claim; a wake that came while this claim ran has left the
+            # event set, so that costs no wait at all.
+            await self._sleep(claim.rate_wait)
 
-    async def _claim(self, wanted: int) -> Sequence[ClaimedTask]:
+    async def _claim(self, wanted: int) -> Claim:
         try:
             lease = uuid.uuid4().hex
-            busy = +self._busy  # the queues with deliveries in flight
-            return await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin, busy)
+            return await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin)
         except Exception:
             log.exception("claim failed; retrying after the poll interval")
-            return []
+            return Claim([])
 
     async def _heartbeat(self) -> None:
         """Run every lease_margin/3 s: extend the leases of every delivery in flight at once.
@@ -129,21 +126,20 @@ class Dispatcher:
             await self._storage.extend_leases(leases, self._clock(), self._lease_margin)
             self.heartbeats += 1
 
-    async def _sleep(self) -> None:
+    async def _sleep(self, rate_wait: float | None) -> None:
+        timeout = self._poll_interval if rate_wait is None else min(self._poll_interval, rate_wait)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval)
+            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
     # --- deliveries ------------------------------------------------------------------
     def _start_delivery(self, task: ClaimedTask) -> None:
         delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
         self._in_flight[delivery] = task
-        self._busy[task.queue] += 1
-        delivery.add_done_callback(partial(self._delivery_done, task.queue))
+        delivery.add_done_callback(self._delivery_done)
 
-    def _delivery_done(self, queue: str, delivery: asyncio.Task[None]) -> None:
+    def _delivery_done(self, delivery: asyncio.Task[None]) -> None:
         # Runs once the attempt's result is recorded (or failed to be): the slot is free.
         self._in_flight.pop(delivery, None)
-        self._busy[queue] -= 1
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:

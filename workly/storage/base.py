@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from workly.models import (
     Attempt,
     AttemptResult,
-    ClaimedTask,
+    Claim,
     Enqueued,
     NewTask,
     Queue,
@@ -86,21 +86,18 @@ class Storage(Protocol):
         """failed|canceled → ready, due now, with a fresh attempt budget."""
 
     # --- dispatch ----------------------------------------------------------------
-    async def claim_tasks(
-        self,
-        limit: int,
-        now: datetime,
-        lease_token: str,
-        lease_margin: float,
-        busy: Mapping[str, int] | None = None,
-    ) -> list[ClaimedTask]:
-        """Claim up to ``limit`` due tasks from unpaused queues, in one statement.
+    async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
+        """Claim up to ``limit`` due tasks from unpaused queues, as one atomic step.
 
-        Order: priority (high first), then run_at, then enqueue order. No queue gets
-        more tasks than its ``max_concurrency`` minus ``busy[queue]``: the caller's
-        deliveries of that queue still in flight. Claimed tasks become ``running`` with
-        ``attempts`` incremented and a lease until now + timeout + lease_margin held
-        under ``lease_token``.
+        Every queue rule holds across all processes sharing the database (docs/queues.md):
+        no queue gets more tasks in flight than its ``max_concurrency``, or more per
+        second than its ``rate_limit`` (bursts of a tenth of a second's worth, at least
+        one); in an ``ordering: key`` queue a key's oldest unfinished task is the only one
+        claimable, and only while none of the key runs; within a queue, tasks are taken in
+        rounds over groups (untenanted tasks, each tenant least recently served first, each
+        key), each group's in priority (high first), run_at, enqueue order; queues are
+        interleaved round by round. Claimed tasks become ``running`` with ``attempts``
+        incremented and a lease until now + timeout + lease_margin under ``lease_token``.
         """
 
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:

@@ -16,7 +16,7 @@ from workly.errors import ConfigError, QueueNotFound, TaskNotFound
 from workly.models import (
     Attempt,
     AttemptResult,
-    ClaimedTask,
+    Claim,
     Enqueued,
     NewTask,
     Queue,
@@ -34,6 +34,10 @@ from workly.storage.tasks import check_transition, enqueue_results, idempotency_
 
 _MAX_SEQ = 2**63 - 1
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
+
+
+def _placed(row: asyncpg.Record) -> tuple[int, int, datetime, int]:
+    return (row["place"], -row["priority"], row["run_at"], row["seq"])
 
 
 def _as_datetime(value: Any) -> datetime:
@@ -225,21 +229,14 @@ class PostgresStorage:
         return check_transition(task_id, task, changed is not None, action)
 
     # --- dispatch ----------------------------------------------------------------
-    async def claim_tasks(
-        self,
-        limit: int,
-        now: datetime,
-        lease_token: str,
-        lease_margin: float,
-        busy: Mapping[str, int] | None = None,
-    ) -> list[ClaimedTask]:
-        busy = busy or {}
-        found = await self._pool.fetch(
-            self._q.claim_tasks, now, limit, lease_token, lease_margin, list(busy), list(busy.values())
+    async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
+        found = await self._pool.fetch(self._q.claim_tasks, now, limit, lease_token, lease_margin)
+        tasks = [row for row in found if row["seq"] is not None]
+        waits = [row["wait"] for row in found if row["seq"] is None]
+        return Claim(
+            tasks=[rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(tasks, key=_placed)],
+            rate_wait=waits[0] if waits else None,
         )
-        return [
-            rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(found, key=rows.claim_order)
-        ]
 
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
         if not results:

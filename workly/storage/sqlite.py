@@ -7,7 +7,6 @@ so the single writer is never interleaved and costs one hand-off per transaction
 
 from __future__ import annotations
 
-import heapq
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,7 @@ from workly.errors import ConfigError, QueueNotFound, TaskNotFound
 from workly.models import (
     Attempt,
     AttemptResult,
-    ClaimedTask,
+    Claim,
     Enqueued,
     NewTask,
     Queue,
@@ -30,7 +29,7 @@ from workly.models import (
     TaskStatus,
     check_queue_config,
 )
-from workly.storage import rows
+from workly.storage import rows, sqlite_claim
 from workly.storage.factory import SynchronousMode
 from workly.storage.migrator import pending
 from workly.storage.queries import load_queries
@@ -151,16 +150,9 @@ class SqliteStorage:
         )
 
     # --- dispatch ----------------------------------------------------------------
-    async def claim_tasks(
-        self,
-        limit: int,
-        now: datetime,
-        lease_token: str,
-        lease_margin: float,
-        busy: Mapping[str, int] | None = None,
-    ) -> list[ClaimedTask]:
+    async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
         return await self._writer.transaction(
-            self._bookkeeping, _claim, limit, to_us(now), lease_token, lease_margin, dict(busy or {})
+            self._bookkeeping, sqlite_claim.claim, limit, to_us(now), lease_token, lease_margin, _DECODERS
         )
 
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
@@ -300,26 +292,6 @@ def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
 def _transition(db: Db, query: str, task_id: str, now_us: int, action: str) -> Task:
     changed = _fetchall(db, query, {"id": task_id, "now": now_us})
     return check_transition(task_id, _get_task(db, task_id), bool(changed), action)
-
-
-def _claim(
-    db: Db, limit: int, now_us: int, lease_token: str, lease_margin: float, busy: dict[str, int]
-) -> list[ClaimedTask]:
-    heads: list[sqlite3.Row] = []
-    for queue in _fetchall(db, _Q.claim_tasks_open_queues, {"busy": json.dumps(busy)}):
-        params = {"queue": queue["name"], "now": now_us, "limit": min(queue["free"], limit)}
-        heads.extend(_fetchall(db, _Q.claim_tasks_candidates, params))
-    if not heads:
-        return []
-    chosen = heapq.nsmallest(limit, heads, key=rows.claim_order)
-    params = {
-        "now": now_us,
-        "lease_token": lease_token,
-        "lease_margin": lease_margin,
-        "seqs": json.dumps([row["seq"] for row in chosen]),
-    }
-    found = _fetchall(db, _Q.claim_tasks, params)
-    return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(found, key=rows.claim_order)]
 
 
 def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSummary:

@@ -75,54 +75,221 @@ WHERE id = $1 AND status IN ('failed', 'canceled')
 RETURNING seq;
 
 -- name: claim_tasks
--- $1 now, $2 batch size, $3 lease token, $4 lease margin (s), $5/$6 the caller's
--- deliveries in flight per queue (names, counts).
--- One statement: per unpaused queue with free concurrency, a LATERAL index scan
--- (tasks_claim, in its own order) locks at most min(free, batch) due rows with
--- SKIP LOCKED; the best $2 of those across queues become running.
--- Free concurrency comes from the caller, not from counting running rows: without a
--- timely VACUUM an index over status keeps one entry per past claim, and that count
--- grew with every task ever delivered (3 ms per claim after 10,000 tasks).
-WITH open_queues AS (
-    SELECT name, free
-    FROM (
-        SELECT q.name, q.max_concurrency - coalesce(b.n, 0) AS free
-        FROM queues q
-        LEFT JOIN unnest($5::text[], $6::int[]) AS b(queue, n) ON b.queue = q.name
-        WHERE NOT q.paused
-    ) s
-    WHERE free > 0
+-- $1 now, $2 batch size, $3 lease token, $4 lease margin (s). One statement; see
+-- docs/queues.md for the rules it enforces and migration 0004 for the indexes it reads.
+--
+-- 1. Lock every unpaused queue that may have room, in name order. The limits live in
+--    these rows, so a second process's claim waits here and then reads what this one
+--    wrote (FOR UPDATE returns the newest row version). NO KEY UPDATE: the foreign key
+--    checks of concurrent enqueues do not wait for it.
+-- 2. Fold the releases that results and the reaper appended since the last claim.
+-- 3. Each queue's take: its free concurrency, its whole rate tokens, the batch size.
+-- 4. Candidates, each locked with SKIP LOCKED, from three disjoint indexes: plain tasks;
+--    per tenant (a skip scan finds the tenants with ready work, each gets its share);
+--    per key (in an ordering=key queue only a key's head, and only when none of its
+--    tasks runs; heads are read unlocked and only the chosen ones locked, in step 6, so
+--    SKIP LOCKED can never hand out the task behind a head another process holds).
+-- 5. Order each queue's candidates in rounds (every group's best, then every group's
+--    second...; tenants least recently served first), keep its take, interleave queues
+--    by round so a busy queue cannot starve the others, keep the batch.
+-- 6. Claim them, write the queues' new counts and tokens and the tenants' turns.
+-- The last row, with no task, is the wait (s) until a rate-limited queue has a token.
+WITH RECURSIVE locked AS (
+    SELECT q.name, q.max_concurrency, q.running, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering
+    FROM queues q
+    WHERE NOT q.paused
+      AND (q.running < q.max_concurrency
+           OR EXISTS (SELECT 1 FROM queue_releases r WHERE r.queue = q.name))
+    ORDER BY q.name
+    FOR NO KEY UPDATE OF q
 ),
-candidates AS (
-    SELECT c.seq, c.priority, c.run_at
-    FROM open_queues o
+released AS (
+    DELETE FROM queue_releases r USING locked l
+    WHERE r.queue = l.name
+    RETURNING r.queue, r.n
+),
+budget AS (
+    SELECT b.*,
+           greatest(0, least(b.max_concurrency - b.running,
+                             coalesce(floor(b.tokens)::int, $2), $2)) AS take
+    FROM (
+        SELECT l.name, l.max_concurrency, l.ordering, l.rate_limit,
+               l.running - coalesce(f.n, 0) AS running,
+               coalesce(f.n, 0) AS folded,
+               CASE WHEN l.rate_limit IS NOT NULL THEN
+                   least(greatest(1.0, l.rate_limit / 10),
+                         coalesce(l.rate_tokens + l.rate_limit
+                                  * greatest(0, extract(epoch FROM $1::timestamptz - l.rate_at)),
+                                  greatest(1.0, l.rate_limit / 10)))
+               END AS tokens
+        FROM locked l
+        LEFT JOIN (SELECT queue, sum(n)::int AS n FROM released GROUP BY queue) f
+               ON f.queue = l.name
+    ) b
+),
+plain AS (
+    SELECT c.seq, b.name AS queue, 'p'::text AS kind, ''::text AS grp, c.priority, c.run_at
+    FROM budget b
     CROSS JOIN LATERAL (
         SELECT t.seq, t.priority, t.run_at
         FROM tasks t
-        WHERE t.queue = o.name AND t.status = 'ready' AND t.run_at <= $1
+        WHERE t.queue = b.name AND t.status = 'ready' AND t.tenant IS NULL AND t.key IS NULL
+          AND t.run_at <= $1
         ORDER BY t.priority DESC, t.run_at, t.seq
-        LIMIT least(greatest(o.free, 0), $2)
+        LIMIT b.take
         FOR UPDATE SKIP LOCKED
     ) c
-    ORDER BY c.priority DESC, c.run_at, c.seq
+    WHERE b.take > 0
+),
+tenants (queue, tenant) AS (
+    (SELECT queue, tenant FROM tasks
+     WHERE status = 'ready' AND tenant IS NOT NULL AND key IS NULL
+     ORDER BY queue, tenant LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.tenant
+    FROM tenants g
+    CROSS JOIN LATERAL (
+        SELECT queue, tenant FROM tasks
+        WHERE status = 'ready' AND tenant IS NOT NULL AND key IS NULL
+          AND (queue, tenant) > (g.queue, g.tenant)
+        ORDER BY queue, tenant LIMIT 1
+    ) n
+),
+tenant_shares AS (
+    SELECT g.queue, g.tenant,
+           ceil(b.take::numeric / least(count(*) OVER (PARTITION BY g.queue), b.take))::int AS share
+    FROM tenants g JOIN budget b ON b.name = g.queue
+    WHERE b.take > 0
+),
+by_tenant AS (
+    SELECT c.seq, s.queue, 't'::text AS kind, s.tenant AS grp, c.priority, c.run_at
+    FROM tenant_shares s
+    CROSS JOIN LATERAL (
+        SELECT t.seq, t.priority, t.run_at
+        FROM tasks t
+        WHERE t.queue = s.queue AND t.tenant = s.tenant AND t.status = 'ready' AND t.key IS NULL
+          AND t.run_at <= $1
+        ORDER BY t.priority DESC, t.run_at, t.seq
+        LIMIT s.share
+        FOR UPDATE SKIP LOCKED
+    ) c
+),
+keys (queue, key) AS (
+    (SELECT queue, key FROM tasks
+     WHERE status = 'ready' AND key IS NOT NULL
+     ORDER BY queue, key LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.key
+    FROM keys g
+    CROSS JOIN LATERAL (
+        SELECT queue, key FROM tasks
+        WHERE status = 'ready' AND key IS NOT NULL AND (queue, key) > (g.queue, g.key)
+        ORDER BY queue, key LIMIT 1
+    ) n
+),
+key_shares AS (
+    SELECT g.queue, g.key, b.ordering,
+           ceil(b.take::numeric / least(count(*) OVER (PARTITION BY g.queue), b.take))::int AS share
+    FROM keys g JOIN budget b ON b.name = g.queue
+    WHERE b.take > 0
+),
+by_key AS (
+    SELECT h.seq, s.queue, 'k'::text AS kind, s.key AS grp, h.priority, h.run_at
+    FROM key_shares s
+    CROSS JOIN LATERAL (
+        SELECT t.seq, t.priority, t.run_at
+        FROM tasks t
+        WHERE t.queue = s.queue AND t.key = s.key AND t.status = 'ready'
+        ORDER BY t.seq
+        LIMIT 1
+    ) h
+    WHERE s.ordering = 'key' AND h.run_at <= $1
+      AND NOT EXISTS (SELECT 1 FROM tasks r
+                      WHERE r.queue = s.queue AND r.key = s.key AND r.status = 'running')
+    UNION ALL
+    SELECT c.seq, s.queue, 'k'::text AS kind, s.key AS grp, c.priority, c.run_at
+    FROM key_shares s
+    CROSS JOIN LATERAL (
+        SELECT t.seq, t.priority, t.run_at
+        FROM tasks t
+        WHERE s.ordering = 'none'
+          AND t.queue = s.queue AND t.key = s.key AND t.status = 'ready' AND t.run_at <= $1
+        ORDER BY t.seq
+        LIMIT s.share
+        FOR UPDATE SKIP LOCKED
+    ) c
+),
+rounds AS (
+    SELECT c.*, row_number() OVER (PARTITION BY c.queue, c.kind, c.grp
+                                   ORDER BY c.priority DESC, c.run_at, c.seq) AS round
+    FROM (SELECT * FROM plain UNION ALL SELECT * FROM by_tenant UNION ALL SELECT * FROM by_key) c
+),
+placed AS (
+    SELECT r.*, row_number() OVER (PARTITION BY r.queue
+                                   ORDER BY r.round, r.priority DESC, m.last_served NULLS FIRST,
+                                            r.run_at, r.seq) AS place
+    FROM rounds r
+    LEFT JOIN queue_turns m ON r.kind = 't' AND m.queue = r.queue AND m.tenant = r.grp
+),
+chosen AS (
+    SELECT p.*
+    FROM placed p JOIN budget b ON b.name = p.queue
+    WHERE p.place <= b.take
+    ORDER BY p.place, p.priority DESC, p.run_at, p.seq
     LIMIT $2
+),
+held AS (
+    -- Key heads were read unlocked (a head is the key's oldest ready task, and SKIP LOCKED
+    -- must not move on to the task behind it): lock the chosen ones now, skipping a head
+    -- another process holds; the other candidates are locked already (a no-op here).
+    SELECT t.seq FROM tasks t
+    WHERE t.seq IN (SELECT seq FROM chosen) AND t.status = 'ready'
+    FOR UPDATE OF t SKIP LOCKED
+),
+claimed AS (
+    UPDATE tasks t
+    SET status = 'running',
+        attempts = t.attempts + 1,
+        lease_token = $3,
+        lease_expires_at = $1 + make_interval(secs => coalesce(t.timeout, q.timeout) + $4),
+        updated_at = $1
+    FROM held c, queues q
+    WHERE t.seq = c.seq AND q.name = t.queue
+    RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
+              coalesce(t.max_attempts, q.max_attempts) AS max_attempts,
+              coalesce(t.timeout, q.timeout) AS timeout, q.min_backoff, q.max_backoff,
+              t.priority, t.run_at
+),
+per_queue AS (
+    SELECT b.name, b.running, b.folded, b.rate_limit, b.tokens,
+           (SELECT count(*)::int FROM claimed c WHERE c.queue = b.name) AS n
+    FROM budget b
+),
+counted AS (
+    UPDATE queues q
+    SET running = p.running + p.n,
+        rate_tokens = CASE WHEN p.rate_limit IS NOT NULL THEN p.tokens - p.n END,
+        rate_at = CASE WHEN p.rate_limit IS NOT NULL THEN $1::timestamptz END
+    FROM per_queue p
+    WHERE q.name = p.name AND (p.n > 0 OR p.folded > 0)
+),
+turns AS (
+    INSERT INTO queue_turns (queue, tenant, last_served)
+    SELECT DISTINCT c.queue, c.grp, $1::timestamptz FROM chosen c WHERE c.kind = 't'
+    ON CONFLICT (queue, tenant) DO UPDATE SET last_served = excluded.last_served
 )
-UPDATE tasks t
-SET status = 'running',
-    attempts = t.attempts + 1,
-    lease_token = $3,
-    lease_expires_at = $1 + make_interval(secs => coalesce(t.timeout, q.timeout) + $4),
-    updated_at = $1
-FROM candidates c, queues q
-WHERE t.seq = c.seq AND q.name = t.queue
-RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
-          coalesce(t.max_attempts, q.max_attempts) AS max_attempts,
-          coalesce(t.timeout, q.timeout) AS timeout, q.min_backoff, q.max_backoff,
-          t.priority, t.run_at;
+SELECT c.*, o.place, NULL::float8 AS wait
+FROM claimed c JOIN chosen o ON o.seq = c.seq
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, w.wait
+FROM (SELECT min((1 - (p.tokens - p.n)) / p.rate_limit) AS wait
+      FROM per_queue p WHERE p.rate_limit IS NOT NULL AND p.tokens - p.n < 1) w
+WHERE w.wait IS NOT NULL;
 
 -- name: record_results
--- One statement per batch: update the tasks whose lease is still ours, then keep
--- every attempt, marking those whose lease was lost as stale (the fence).
+-- One statement per batch: update the tasks whose lease is still ours, release their
+-- queues' concurrency (folded in by the next claim), then keep every attempt, marking
+-- those whose lease was lost as stale (the fence).
 WITH r AS (
     SELECT *
     FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[],
@@ -141,7 +308,11 @@ updated AS (
         updated_at = $11
     FROM r
     WHERE t.seq = r.task_seq AND t.lease_token = r.lease_token AND t.status = 'running'
-    RETURNING t.seq
+    RETURNING t.seq, t.queue
+),
+released AS (
+    INSERT INTO queue_releases (queue, n)
+    SELECT queue, count(*) FROM updated GROUP BY queue
 )
 INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
 SELECT r.task_seq, r.attempt, r.started_at, r.finished_at, r.status_code, r.error, r.response,
@@ -247,7 +418,11 @@ reaped AS (
         updated_at = $1
     FROM expired e, queues q
     WHERE t.seq = e.seq AND q.name = t.queue
-    RETURNING t.seq, t.attempts, t.last_error
+    RETURNING t.seq, t.queue, t.attempts, t.last_error
+),
+released AS (
+    INSERT INTO queue_releases (queue, n)
+    SELECT queue, count(*) FROM reaped GROUP BY queue
 )
 INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
 SELECT r.seq, r.attempts, e.claimed_at, $1, NULL, r.last_error, '', false

@@ -53,26 +53,87 @@ WHERE id = :id AND status IN ('failed', 'canceled')
 RETURNING seq;
 
 -- name: claim_tasks_open_queues
--- SQLite cannot take a LIMIT from an outer row (no LATERAL), so the claim is three
--- statements in one BEGIN IMMEDIATE transaction: queues with free concurrency, each
--- one's head of line from tasks_claim, then one UPDATE of the best of those. It is
--- in-process, so the extra statements cost no round trips, and every scan is bounded
--- by the batch size, never by the backlog.
--- :busy is a JSON object {queue: deliveries in flight} from the caller (see postgres.sql).
-SELECT name, free
-FROM (
-    SELECT q.name, q.max_concurrency - coalesce(:busy ->> ('$."' || q.name || '"'), 0) AS free
-    FROM queues q
-    WHERE q.paused = 0
-)
-WHERE free > 0;
+-- SQLite cannot take a LIMIT from an outer row (no LATERAL), so the claim is several
+-- statements in one BEGIN IMMEDIATE transaction (sqlite_claim.py), applying the rules of
+-- claim_rules.py that the PostgreSQL statement applies in SQL. It is in-process, so the
+-- extra statements cost no round trips, and every scan is bounded by the batch size or
+-- the number of tenants and keys with ready work, never by the backlog.
+-- One writer: counting running tasks here is exact, no counter is needed.
+SELECT q.name, q.max_concurrency, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering,
+       (SELECT count(*) FROM tasks t INDEXED BY tasks_running
+        WHERE t.queue = q.name AND t.status = 'running') AS running
+FROM queues q
+WHERE q.paused = 0
+ORDER BY q.name;
 
--- name: claim_tasks_candidates
+-- name: claim_tasks_plain
 SELECT seq, priority, run_at
 FROM tasks INDEXED BY tasks_claim
-WHERE queue = :queue AND status = 'ready' AND run_at <= :now
+WHERE queue = :queue AND status = 'ready' AND tenant IS NULL AND key IS NULL AND run_at <= :now
 ORDER BY priority DESC, run_at, seq
 LIMIT :limit;
+
+-- name: claim_tasks_tenants
+-- A skip scan: one index descent per tenant with ready work, however deep its backlog.
+WITH RECURSIVE g (tenant) AS (
+    SELECT (SELECT tenant FROM tasks INDEXED BY tasks_claim_tenant
+            WHERE queue = :queue AND status = 'ready' AND tenant IS NOT NULL AND key IS NULL
+            ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT tenant FROM tasks INDEXED BY tasks_claim_tenant
+            WHERE queue = :queue AND status = 'ready' AND tenant IS NOT NULL AND key IS NULL
+              AND tenant > g.tenant
+            ORDER BY tenant LIMIT 1)
+    FROM g WHERE g.tenant IS NOT NULL
+)
+SELECT g.tenant, m.last_served
+FROM g LEFT JOIN queue_turns m ON m.queue = :queue AND m.tenant = g.tenant
+WHERE g.tenant IS NOT NULL;
+
+-- name: claim_tasks_by_tenant
+SELECT seq, priority, run_at
+FROM tasks INDEXED BY tasks_claim_tenant
+WHERE queue = :queue AND tenant = :tenant AND status = 'ready' AND key IS NULL AND run_at <= :now
+ORDER BY priority DESC, run_at, seq
+LIMIT :limit;
+
+-- name: claim_tasks_keys
+WITH RECURSIVE g (key) AS (
+    SELECT (SELECT key FROM tasks INDEXED BY tasks_claim_key
+            WHERE queue = :queue AND status = 'ready' AND key IS NOT NULL
+            ORDER BY key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT key FROM tasks INDEXED BY tasks_claim_key
+            WHERE queue = :queue AND status = 'ready' AND key IS NOT NULL AND key > g.key
+            ORDER BY key LIMIT 1)
+    FROM g WHERE g.key IS NOT NULL
+)
+SELECT key FROM g WHERE key IS NOT NULL;
+
+-- name: claim_tasks_key_head
+-- ordering=key: the key's oldest ready task, if it is due and none of the key runs.
+SELECT h.seq, h.priority, h.run_at
+FROM (SELECT seq, priority, run_at FROM tasks INDEXED BY tasks_claim_key
+      WHERE queue = :queue AND key = :key AND status = 'ready'
+      ORDER BY seq LIMIT 1) h
+WHERE h.run_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM tasks r INDEXED BY tasks_running
+                  WHERE r.queue = :queue AND r.key = :key AND r.status = 'running');
+
+-- name: claim_tasks_by_key
+-- ordering=none: a key is only a group to share turns between, in enqueue order.
+SELECT seq, priority, run_at
+FROM tasks INDEXED BY tasks_claim_key
+WHERE queue = :queue AND key = :key AND status = 'ready' AND run_at <= :now
+ORDER BY seq
+LIMIT :limit;
+
+-- name: claim_tasks_spend_tokens
+UPDATE queues SET rate_tokens = :tokens, rate_at = :now WHERE name = :queue;
+
+-- name: claim_tasks_served
+INSERT INTO queue_turns (queue, tenant, last_served) VALUES (:queue, :tenant, :now)
+ON CONFLICT (queue, tenant) DO UPDATE SET last_served = excluded.last_served;
 
 -- name: claim_tasks
 UPDATE tasks
