@@ -238,13 +238,18 @@ chosen AS (
     ORDER BY p.place, p.priority DESC, p.run_at, p.seq
     LIMIT $2
 ),
-held AS (
+held_heads AS (
     -- Key heads were read unlocked (a head is the key's oldest ready task, and SKIP LOCKED
     -- must not move on to the task behind it): lock the chosen ones now, skipping a head
-    -- another process holds; the other candidates are locked already (a no-op here).
+    -- another process holds. The other candidates were locked as they were read.
     SELECT t.seq FROM tasks t
-    WHERE t.seq IN (SELECT seq FROM chosen) AND t.status = 'ready'
+    WHERE t.seq IN (SELECT seq FROM chosen WHERE kind = 'k') AND t.status = 'ready'
     FOR UPDATE OF t SKIP LOCKED
+),
+held AS (
+    SELECT seq FROM chosen WHERE kind <> 'k'
+    UNION ALL
+    SELECT seq FROM held_heads
 ),
 claimed AS (
     UPDATE tasks t
