@@ -56,7 +56,9 @@ async def pg_fresh_db(pg_server: str) -> AsyncIterator[str]:
 async def _empty_postgres(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute("TRUNCATE queues, tasks, attempts RESTART IDENTITY CASCADE")
+        await conn.execute(
+            "TRUNCATE queues, tasks, attempts, queue_releases, queue_turns RESTART IDENTITY CASCADE"
+        )
     finally:
         await conn.close()
 

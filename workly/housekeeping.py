@@ -7,6 +7,11 @@ in every process; the storage makes concurrent reapers split the work.
 Retention: succeeded tasks older than WORKLY_RETENTION are deleted with their attempts,
 in small batches; failed and canceled tasks stay until redriven or deleted.
 
+Recount: on PostgreSQL each queue keeps a counter of its deliveries in flight (the
+claim's max_concurrency check). Only claims and results move it, so it cannot drift
+while every process runs this version; the recount repairs it if it ever did (a process
+of an older version running next to this one during an upgrade, a manual change).
+
 Vacuum: on PostgreSQL a task leaves three row versions behind (ready, running,
 finished). Until they are vacuumed, their index entries stay in front of the claim's
 index scan, so every claim gets slower with every task delivered (measured: 0.3 ms
@@ -37,10 +42,11 @@ class Housekeeper:
         clock: Clock,
         *,
         reap_interval: float,
-        on_reaped: Callable[[], None],
+        wake_dispatcher: Callable[[], None],
         vacuum_interval: float | None,
         retention: float = 0,
         prune_interval: float = 60.0,
+        recount_interval: float = 60.0,
         auto_vacuum_interval: float = 10.0,
     ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
@@ -48,11 +54,13 @@ class Housekeeper:
         self._storage = storage
         self._clock = clock
         self._reap_interval = reap_interval
-        self._on_reaped = on_reaped
+        self._wake_dispatcher = wake_dispatcher
         self._vacuum_interval = vacuum_interval
         self._auto_vacuum_interval = auto_vacuum_interval
         self._retention = retention
         self._prune_interval = prune_interval
+        self._recount_interval = recount_interval
+        self.recounted = 0
         self.pruned = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.vacuums = 0
@@ -63,6 +71,8 @@ class Housekeeper:
             self._every(self._reap_interval, self._reap, "reap")
         if self._retention > 0:
             self._every(self._prune_interval, self._prune, "prune")
+        if self._recount_interval > 0:
+            self._every(self._recount_interval, self._recount, "recount")
         interval = self._vacuum_interval
         if interval is None:
             interval = self._auto_vacuum_interval if await self._storage.needs_vacuum() else 0
@@ -89,7 +99,7 @@ class Housekeeper:
         while reaped := await self._storage.reap_expired(self._clock()):
             self.reaped += reaped
             log.warning("returned %d task(s) whose lease expired", reaped)
-            self._on_reaped()
+            self._wake_dispatcher()
 
     async def _prune(self) -> None:
         """Retention: succeeded tasks older than ``retention`` go, a small batch at a time,
@@ -98,6 +108,13 @@ class Housekeeper:
         while pruned := await self._storage.prune_succeeded(cutoff, limit=500):
             self.pruned += pruned
             await asyncio.sleep(0)  # let the hot paths in between batches
+
+    async def _recount(self) -> None:
+        corrected = await self._storage.recount_running()
+        if corrected:
+            self.recounted += corrected
+            log.warning("corrected the count of deliveries in flight of %d queue(s)", corrected)
+            self._wake_dispatcher()  # slots came free: claim now
 
     async def _vacuum(self) -> None:
         await self._storage.vacuum()

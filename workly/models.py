@@ -107,8 +107,11 @@ class Claim:
     """What one claim got, and when the next may get more despite a rate limit."""
 
     tasks: list[ClaimedTask]
-    # Seconds until a rate-limited queue has its next token; None when none is waiting.
+    # Seconds until a rate-limited queue with room has its next token; None when none waits.
     rate_wait: float | None = None
+    # A queue gave fewer than it could because its tenants or keys got their shares only:
+    # more may be due right now.
+    more: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,3 +142,20 @@ async def test_one_huge_key_and_many_small_ones(conn: asyncpg.Connection) -> Non
     assert by_key, [n["Node Type"] for n in nodes]
     _assert_no_backlog_scan(nodes, groups=1_001)
     assert buffers < 20_000, buffers
+
+
+async def test_tenants_and_keys_of_queues_without_room_are_not_visited(conn: asyncpg.Connection) -> None:
+    """A paused queue's 20,000 keys and a full queue's tenants cost the claim nothing."""
+    await _queue(conn, "paused", ordering="key")
+    await _tasks(conn, "paused", 20_000, key="'k' || g")
+    await conn.execute("UPDATE queues SET paused = true WHERE name = 'paused'")
+    await _queue(conn, "full")
+    await _tasks(conn, "full", 20_000, tenant="'t' || g")
+    await conn.execute("UPDATE queues SET max_concurrency = 1, running = 1 WHERE name = 'full'")
+    await _queue(conn, "open")
+    await _tasks(conn, "open", 10)
+    nodes, claimed, buffers = await _explain_claim(conn)
+    assert claimed == 10
+    unions = [n for n in nodes if n["Node Type"] == "Recursive Union"]
+    assert all(n["Actual Rows"] == 0 for n in unions), [n["Actual Rows"] for n in unions]
+    assert buffers < 1_000, buffers

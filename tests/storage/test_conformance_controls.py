@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -288,3 +288,42 @@ async def test_pause_and_purge_reach_every_process(
         assert await claim(storage, clock()) == []
     finally:
         await other.close()
+
+
+async def test_priority_decides_within_a_round_across_tenants(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=1), clock())
+    low, high = new(tenant="a", priority=0), new(tenant="b", priority=5)
+    await storage.enqueue([low, high], clock())
+    assert [c.id for c in await claim(storage, clock())] == [high.id]
+
+
+async def test_a_claim_cut_short_by_tenant_shares_says_more_may_be_due(
+    storage: Storage, clock: FakeClock
+) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=1000), clock())
+    await storage.enqueue([new(tenant="big") for _ in range(50)], clock())
+    await storage.enqueue([new(tenant=f"small{i}") for i in range(3)], clock())
+    first = await storage.claim_tasks(20, clock(), token(), MARGIN)
+    assert len(first.tasks) == 8  # a share of 5 each: big's five and the three small ones
+    assert first.more
+    claimed = len(first.tasks)
+    while (batch := await storage.claim_tasks(20, clock(), token(), MARGIN)).tasks:
+        claimed += len(batch.tasks)
+    assert claimed == 53
+    assert not batch.more
+
+
+async def test_no_rate_wait_for_a_queue_without_room(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=1, rate_limit=10), clock())
+    await storage.enqueue([new(), new()], clock())
+    assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).rate_wait is None  # full, not waiting
+
+
+async def test_a_lagging_clock_does_not_refill_the_bucket_twice(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100, rate_limit=100), clock())
+    await storage.enqueue([new() for _ in range(30)], clock())
+    start = clock()
+    assert len(await claim(storage, start + timedelta(seconds=10), limit=5)) == 5  # 10 - 5 = 5 left
+    assert len(await claim(storage, start + timedelta(seconds=9.5), limit=1)) == 1  # a process 0.5 s behind
+    # 4 left, as of t = 10 s (not 9.5 s): 10 ms later that is 5, not the burst of 10.
+    assert len(await claim(storage, start + timedelta(seconds=10.01))) == 5

@@ -69,7 +69,7 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
                 storage,
                 clock,
                 reap_interval=settings.reap_interval,
-                on_reaped=dispatcher.wake,
+                wake_dispatcher=dispatcher.wake,
                 vacuum_interval=settings.vacuum_interval,
                 retention=settings.retention,
             )

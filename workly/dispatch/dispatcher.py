@@ -98,8 +98,8 @@ class Dispatcher:
             claim = await self._claim(wanted) if wanted > 0 else Claim([])
             for task in claim.tasks:
                 self._start_delivery(task)
-            if claim.tasks and len(claim.tasks) == wanted:
-                continue  # a full batch: there may be more, claim again at once
+            if claim.tasks and (len(claim.tasks) == wanted or claim.more):
+                continue  # a full batch, or shares cut it short: there may be more, claim again
             # Nothing more is due now. The next wake (an enqueue committed, a delivery
             # freed a slot, another process announced work), the next token of a
             # rate-limited queue, or the poll interval (work that became due by time)

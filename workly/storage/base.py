@@ -117,6 +117,10 @@ class Storage(Protocol):
         """Delete up to ``limit`` succeeded tasks (with their attempts) last updated before
         ``before``, oldest first. Failed and canceled tasks stay. Returns how many."""
 
+    async def recount_running(self) -> int:
+        """Set each queue's count of deliveries in flight from the tasks themselves, where a
+        backend keeps such a counter; return how many queues were corrected."""
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         """Return running tasks whose lease expired before ``now`` to ready (due now), or
         fail them when that attempt was their last; record each as an attempt ending in

@@ -219,10 +219,14 @@ class PostgresStorage:
         return await self._transition(self._q.cancel_task, task_id, now, "cancel")
 
     async def retry_task(self, task_id: str, now: datetime) -> Task:
-        return await self._transition(self._q.retry_task, task_id, now, "retry")
+        return await self._transition(self._q.retry_task, task_id, now, "retry", lock_queue=True)
 
-    async def _transition(self, query: str, task_id: str, now: datetime, action: str) -> Task:
+    async def _transition(
+        self, query: str, task_id: str, now: datetime, action: str, lock_queue: bool = False
+    ) -> Task:
         async with self._pool.acquire() as conn, conn.transaction():
+            if lock_queue:
+                await conn.execute(self._q.lock_queue_of_task, task_id)
             changed = await conn.fetchrow(query, task_id, now)
             row = await conn.fetchrow(self._q.get_task, task_id)
         task = None if row is None else rows.task_from_row(row, _DECODERS)
@@ -231,11 +235,11 @@ class PostgresStorage:
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
         found = await self._pool.fetch(self._q.claim_tasks, now, limit, lease_token, lease_margin)
-        tasks = [row for row in found if row["seq"] is not None]
-        waits = [row["wait"] for row in found if row["seq"] is None]
+        *tasks, hint = found  # the last row carries no task: when to claim again
         return Claim(
             tasks=[rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(tasks, key=_placed)],
-            rate_wait=waits[0] if waits else None,
+            rate_wait=hint["wait"],
+            more=hint["more"],
         )
 
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
@@ -309,8 +313,15 @@ class PostgresStorage:
         return queue
 
     async def delete_queue(self, name: str) -> None:
-        if await self._pool.fetchval(self._q.delete_queue, name) is None:
-            raise QueueNotFound(name)
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await conn.fetchval(self._q.delete_queue, name) is None:
+                raise QueueNotFound(name)
+            await conn.execute(self._q.delete_queue_releases, name)
+
+    async def recount_running(self) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(self._q.lock_queues)
+            return len(await conn.fetch(self._q.recount_running))
 
     async def purge_queue(self, name: str) -> int:
         async with self._pool.acquire() as conn, conn.transaction():

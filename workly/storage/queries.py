@@ -13,9 +13,20 @@ from importlib import resources
 from typing import Literal
 
 Dialect = Literal["postgres", "sqlite"]
-# Cross-process wake-ups (SQLite runs in one process and has nobody to notify) and
-# vacuum (SQLite updates in place and leaves no dead row versions to clean up).
-POSTGRES_ONLY = frozenset({"announce_work", "autovacuum_enabled", "vacuum"})
+# Cross-process wake-ups (SQLite runs in one process and has nobody to notify), vacuum
+# (SQLite updates in place and leaves no dead row versions to clean up), and the locks and
+# counters that keep queue limits across processes (SQLite has one writer, which counts).
+POSTGRES_ONLY = frozenset(
+    {
+        "announce_work",
+        "autovacuum_enabled",
+        "vacuum",
+        "lock_queue_of_task",
+        "delete_queue_releases",
+        "lock_queues",
+        "recount_running",
+    }
+)
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 

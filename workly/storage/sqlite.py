@@ -172,6 +172,9 @@ class SqliteStorage:
         params = {"cutoff": to_us(before), "limit": limit}
         return await self._writer.transaction(self._bookkeeping, _count_rows, _Q.prune_succeeded, params)
 
+    async def recount_running(self) -> int:
+        return 0  # nothing to repair: the claim counts running tasks itself (one writer)
+
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return await self._writer.transaction(self._bookkeeping, _reap, to_us(now), limit)
 

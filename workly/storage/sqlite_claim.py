@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Any
 
 from workly.models import Claim, ClaimedTask
@@ -19,6 +20,21 @@ _Q = load_queries("sqlite")
 _SECOND_US = 1_000_000
 
 
+@dataclass
+class _Budget:
+    """One open queue during a claim."""
+
+    name: str
+    ordering: str
+    room: int  # max_concurrency minus the deliveries in flight
+    rate_limit: float | None
+    tokens: float | None  # the bucket now, before this claim spends from it
+    rate_at: int | None
+    take: int
+    filled_shares: bool = False  # a tenant or key gave its whole share: it may hold more
+    served: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
 def claim(
     db: sqlite3.Connection,
     limit: int,
@@ -27,55 +43,68 @@ def claim(
     lease_margin: float,
     decoders: rows.Decoders,
 ) -> Claim:
+    budgets = [_budget(queue, now_us, limit) for queue in db.execute(_Q.claim_tasks_open_queues)]
     candidates: list[Candidate] = []
-    takes: dict[str, int] = {}
     served: dict[tuple[str, str], int] = {}
-    buckets: dict[str, tuple[float, float]] = {}  # queue: (rate limit, tokens now)
-    for queue in db.execute(_Q.claim_tasks_open_queues).fetchall():
-        tokens = _tokens(queue, now_us)
-        if tokens is not None:
-            buckets[queue["name"]] = (queue["rate_limit"], tokens)
-        takes[queue["name"]] = n = claim_rules.take(queue["max_concurrency"], queue["running"], tokens, limit)
-        if n > 0:
-            candidates += _candidates(db, queue["name"], queue["ordering"], n, now_us, served)
-    chosen = claim_rules.choose(candidates, takes, served, limit)
+    for budget in budgets:
+        if budget.take > 0:
+            candidates += _candidates(db, budget, now_us)
+            served.update(budget.served)
+    chosen = claim_rules.choose(candidates, {b.name: b.take for b in budgets}, served, limit)
     claimed = _mark(db, chosen, now_us, lease_token, lease_margin, decoders)
-    return Claim(tasks=claimed, rate_wait=_spend(db, buckets, chosen, now_us))
+    spent = {b.name: sum(1 for c in chosen if c.queue == b.name) for b in budgets}
+    _record_turns(db, chosen, now_us)
+    return Claim(
+        tasks=claimed,
+        rate_wait=_spend_tokens(db, budgets, spent, now_us),
+        more=any(spent[b.name] < b.take and b.filled_shares for b in budgets),
+    )
 
 
-def _tokens(queue: sqlite3.Row, now_us: int) -> float | None:
-    if queue["rate_limit"] is None:
-        return None
-    at = queue["rate_at"]
-    elapsed = None if at is None else (now_us - at) / _SECOND_US
-    return claim_rules.tokens_now(queue["rate_limit"], queue["rate_tokens"], elapsed)
+def _budget(queue: sqlite3.Row, now_us: int, limit: int) -> _Budget:
+    tokens = None
+    if queue["rate_limit"] is not None:
+        at = queue["rate_at"]
+        elapsed = None if at is None else (now_us - at) / _SECOND_US
+        tokens = claim_rules.tokens_now(queue["rate_limit"], queue["rate_tokens"], elapsed)
+    return _Budget(
+        name=queue["name"],
+        ordering=queue["ordering"],
+        room=queue["max_concurrency"] - queue["running"],
+        rate_limit=queue["rate_limit"],
+        tokens=tokens,
+        rate_at=queue["rate_at"],
+        take=claim_rules.take(queue["max_concurrency"], queue["running"], tokens, limit),
+    )
 
 
-def _candidates(
-    db: sqlite3.Connection,
-    queue: str,
-    ordering: str,
-    take: int,
-    now_us: int,
-    served: dict[tuple[str, str], int],
-) -> list[Candidate]:
+def _candidates(db: sqlite3.Connection, budget: _Budget, now_us: int) -> list[Candidate]:
+    queue, take = budget.name, budget.take
     params: dict[str, Any] = {"queue": queue, "now": now_us, "limit": take}
     found = [_candidate(row, queue, "p", "") for row in db.execute(_Q.claim_tasks_plain, params)]
     tenants = db.execute(_Q.claim_tasks_tenants, params).fetchall()
     for tenant in tenants:
         if tenant["last_served"] is not None:
-            served[(queue, tenant["tenant"])] = tenant["last_served"]
-        each = {**params, "tenant": tenant["tenant"], "limit": claim_rules.share(take, len(tenants))}
-        found += [
-            _candidate(row, queue, "t", tenant["tenant"])
-            for row in db.execute(_Q.claim_tasks_by_tenant, each)
-        ]
+            budget.served[(queue, tenant["tenant"])] = tenant["last_served"]
+        share = claim_rules.share(take, len(tenants))
+        got = db.execute(_Q.claim_tasks_by_tenant, {**params, "tenant": tenant["tenant"], "limit": share})
+        found += _group(budget, [_candidate(row, queue, "t", tenant["tenant"]) for row in got], share)
     keys = [row["key"] for row in db.execute(_Q.claim_tasks_keys, params)]
     for key in keys:
-        each = {**params, "key": key, "limit": claim_rules.share(take, len(keys))}
-        query = _Q.claim_tasks_key_head if ordering == "key" else _Q.claim_tasks_by_key
-        found += [_candidate(row, queue, "k", key) for row in db.execute(query, each)]
+        if budget.ordering == "key":
+            head = db.execute(_Q.claim_tasks_key_head, {**params, "key": key})
+            found += [_candidate(row, queue, "k", key) for row in head]
+        else:
+            share = claim_rules.share(take, len(keys))
+            got = db.execute(_Q.claim_tasks_by_key, {**params, "key": key, "limit": share})
+            found += _group(budget, [_candidate(row, queue, "k", key) for row in got], share)
     return found
+
+
+def _group(budget: _Budget, members: list[Candidate], share: int) -> list[Candidate]:
+    if len(members) >= share:
+        budget.filled_shares = True
+    return members
 
 
 def _candidate(row: sqlite3.Row, queue: str, kind: claim_rules.GroupKind, group: str) -> Candidate:
@@ -102,21 +131,24 @@ def _mark(
     return [rows.claimed_from_row(by_seq[c.seq], decoders, lease_token) for c in chosen]
 
 
-def _spend(
-    db: sqlite3.Connection,
-    buckets: dict[str, tuple[float, float]],
-    chosen: list[Candidate],
-    now_us: int,
-) -> float | None:
-    """Write the buckets and the tenants' turns; return the wait for the next token."""
-    waits = []
-    for queue, (rate_limit, tokens) in buckets.items():
-        spent = sum(1 for c in chosen if c.queue == queue)
-        if spent:
-            db.execute(_Q.claim_tasks_spend_tokens, {"queue": queue, "tokens": tokens - spent, "now": now_us})
-        wait = claim_rules.rate_wait(rate_limit, tokens - spent)
-        if wait is not None:
-            waits.append(wait)
+def _record_turns(db: sqlite3.Connection, chosen: list[Candidate], now_us: int) -> None:
     for queue, tenant in sorted({(c.queue, c.group) for c in chosen if c.kind == "t"}):
         db.execute(_Q.claim_tasks_served, {"queue": queue, "tenant": tenant, "now": now_us})
+
+
+def _spend_tokens(
+    db: sqlite3.Connection, budgets: list[_Budget], spent: dict[str, int], now_us: int
+) -> float | None:
+    """Write the buckets; return the wait for the next token of a queue that has room."""
+    waits = []
+    for b in budgets:
+        if b.rate_limit is None or b.tokens is None:
+            continue
+        left = b.tokens - spent[b.name]
+        if spent[b.name]:
+            at = now_us if b.rate_at is None else max(b.rate_at, now_us)  # never backwards
+            db.execute(_Q.claim_tasks_spend_tokens, {"queue": b.name, "tokens": left, "now": at})
+        wait = claim_rules.rate_wait(b.rate_limit, left)
+        if wait is not None and spent[b.name] < b.room:
+            waits.append(wait)
     return min(waits, default=None)

@@ -1,10 +1,10 @@
 -- Queue controls that hold across processes: concurrency, rate limits, ordering keys and
 -- tenant fairness live in the database, where every claiming process sees them.
 
--- running: deliveries of the queue in flight, in every process. Only the claim writes it,
--- with the queue row locked: results and the reaper append their releases to
--- queue_releases instead, and the next claim folds them in. So nothing but claims ever
--- waits on a queue row, and they lock queue rows in name order: no deadlock is possible.
+-- running: deliveries of the queue in flight, in every process. Only claims (and the
+-- recount) write it, with the queue row locked: results and the reaper append their
+-- releases to queue_releases instead, and the next claim folds them in. So results never
+-- wait for a queue row, and claims lock queue rows in name order.
 -- rate_tokens/rate_at: the token bucket of rate_limit, as of rate_at.
 ALTER TABLE queues
     ADD COLUMN running     integer NOT NULL DEFAULT 0,
@@ -13,8 +13,11 @@ ALTER TABLE queues
 UPDATE queues q
 SET running = (SELECT count(*) FROM tasks t WHERE t.queue = q.name AND t.status = 'running');
 
+-- No foreign key: its check would lock the queue row from inside record_results, which
+-- deadlocks with a DELETE of the queue waiting for that batch's task rows. delete_queue
+-- removes a queue's releases itself.
 CREATE TABLE queue_releases (
-    queue text NOT NULL REFERENCES queues (name) ON DELETE CASCADE,
+    queue text NOT NULL,
     n     integer NOT NULL
 );
 CREATE INDEX queue_releases_queue ON queue_releases (queue);

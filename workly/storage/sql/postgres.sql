@@ -93,8 +93,8 @@ RETURNING seq;
 --    second...; tenants least recently served first), keep its take, interleave queues
 --    by round so a busy queue cannot starve the others, keep the batch.
 -- 6. Claim them, write the queues' new counts and tokens and the tenants' turns.
--- The last row, with no task, is the wait (s) until a rate-limited queue has a token.
-WITH RECURSIVE locked AS (
+-- The last row, with no task, says when to claim again (see the end).
+WITH locked AS (
     SELECT q.name, q.max_concurrency, q.running, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering
     FROM queues q
     WHERE NOT q.paused
@@ -141,19 +141,31 @@ plain AS (
     ) c
     WHERE b.take > 0
 ),
-tenants (queue, tenant) AS (
-    (SELECT queue, tenant FROM tasks
-     WHERE status = 'ready' AND tenant IS NOT NULL AND key IS NULL
-     ORDER BY queue, tenant LIMIT 1)
-    UNION ALL
-    SELECT n.queue, n.tenant
-    FROM tenants g
+tenants AS (
+    -- A skip scan per queue with room: one index descent per tenant that has ready work.
+    -- The step seeks past the last (queue, tenant) pair, which the index can use as a
+    -- bound; it ends one step into the next queue.
+    SELECT b.name AS queue, g.tenant
+    FROM budget b
     CROSS JOIN LATERAL (
-        SELECT queue, tenant FROM tasks
-        WHERE status = 'ready' AND tenant IS NOT NULL AND key IS NULL
-          AND (queue, tenant) > (g.queue, g.tenant)
-        ORDER BY queue, tenant LIMIT 1
-    ) n
+        WITH RECURSIVE g (queue, tenant) AS (
+            (SELECT queue, tenant FROM tasks
+             WHERE queue = b.name AND status = 'ready' AND tenant IS NOT NULL AND key IS NULL
+             ORDER BY queue, tenant LIMIT 1)
+            UNION ALL
+            SELECT n.queue, n.tenant
+            FROM g
+            CROSS JOIN LATERAL (
+                SELECT queue, tenant FROM tasks
+                WHERE status = 'ready' AND tenant IS NOT NULL AND key IS NULL
+                  AND (queue, tenant) > (g.queue, g.tenant)
+                ORDER BY queue, tenant LIMIT 1
+            ) n
+            WHERE g.queue = b.name
+        )
+        SELECT tenant FROM g WHERE queue = b.name
+    ) g
+    WHERE b.take > 0
 ),
 tenant_shares AS (
     SELECT g.queue, g.tenant,
@@ -174,18 +186,27 @@ by_tenant AS (
         FOR UPDATE SKIP LOCKED
     ) c
 ),
-keys (queue, key) AS (
-    (SELECT queue, key FROM tasks
-     WHERE status = 'ready' AND key IS NOT NULL
-     ORDER BY queue, key LIMIT 1)
-    UNION ALL
-    SELECT n.queue, n.key
-    FROM keys g
+keys AS (
+    SELECT b.name AS queue, g.key
+    FROM budget b
     CROSS JOIN LATERAL (
-        SELECT queue, key FROM tasks
-        WHERE status = 'ready' AND key IS NOT NULL AND (queue, key) > (g.queue, g.key)
-        ORDER BY queue, key LIMIT 1
-    ) n
+        WITH RECURSIVE g (queue, key) AS (
+            (SELECT queue, key FROM tasks
+             WHERE queue = b.name AND status = 'ready' AND key IS NOT NULL
+             ORDER BY queue, key LIMIT 1)
+            UNION ALL
+            SELECT n.queue, n.key
+            FROM g
+            CROSS JOIN LATERAL (
+                SELECT queue, key FROM tasks
+                WHERE status = 'ready' AND key IS NOT NULL AND (queue, key) > (g.queue, g.key)
+                ORDER BY queue, key LIMIT 1
+            ) n
+            WHERE g.queue = b.name
+        )
+        SELECT key FROM g WHERE queue = b.name
+    ) g
+    WHERE b.take > 0
 ),
 key_shares AS (
     SELECT g.queue, g.key, b.ordering,
@@ -244,6 +265,7 @@ held_heads AS (
     -- another process holds. The other candidates were locked as they were read.
     SELECT t.seq FROM tasks t
     WHERE t.seq IN (SELECT seq FROM chosen WHERE kind = 'k') AND t.status = 'ready'
+      AND t.run_at <= $1  -- rechecked on the newest version: it may have run and be retrying
     FOR UPDATE OF t SKIP LOCKED
 ),
 held AS (
@@ -265,16 +287,28 @@ claimed AS (
               coalesce(t.timeout, q.timeout) AS timeout, q.min_backoff, q.max_backoff,
               t.priority, t.run_at
 ),
+share_filled AS (
+    -- Tenants and keys (of ordering=none queues) that gave their whole share: they may
+    -- hold more, so a short batch from their queue does not mean nothing more is due.
+    SELECT s.queue FROM tenant_shares s
+    WHERE s.share <= (SELECT count(*) FROM by_tenant c WHERE c.queue = s.queue AND c.grp = s.tenant)
+    UNION
+    SELECT s.queue FROM key_shares s
+    WHERE s.ordering = 'none'
+      AND s.share <= (SELECT count(*) FROM by_key c WHERE c.queue = s.queue AND c.grp = s.key)
+),
 per_queue AS (
-    SELECT b.name, b.running, b.folded, b.rate_limit, b.tokens,
-           (SELECT count(*)::int FROM claimed c WHERE c.queue = b.name) AS n
+    SELECT b.name, b.max_concurrency, b.running, b.folded, b.rate_limit, b.tokens, b.take,
+           (SELECT count(*)::int FROM claimed c WHERE c.queue = b.name) AS n,
+           b.name IN (SELECT queue FROM share_filled) AS filled_shares
     FROM budget b
 ),
 counted AS (
     UPDATE queues q
     SET running = p.running + p.n,
         rate_tokens = CASE WHEN p.rate_limit IS NOT NULL THEN p.tokens - p.n END,
-        rate_at = CASE WHEN p.rate_limit IS NOT NULL THEN $1::timestamptz END
+        -- Never backwards: a process whose clock lags must not refill the bucket twice.
+        rate_at = CASE WHEN p.rate_limit IS NOT NULL THEN greatest(q.rate_at, $1::timestamptz) END
     FROM per_queue p
     WHERE q.name = p.name AND (p.n > 0 OR p.folded > 0)
 ),
@@ -283,13 +317,16 @@ turns AS (
     SELECT DISTINCT c.queue, c.grp, $1::timestamptz FROM chosen c WHERE c.kind = 't'
     ON CONFLICT (queue, tenant) DO UPDATE SET last_served = excluded.last_served
 )
-SELECT c.*, o.place, NULL::float8 AS wait
+SELECT c.*, o.place, NULL::float8 AS wait, NULL::boolean AS more
 FROM claimed c JOIN chosen o ON o.seq = c.seq
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, w.wait
-FROM (SELECT min((1 - (p.tokens - p.n)) / p.rate_limit) AS wait
-      FROM per_queue p WHERE p.rate_limit IS NOT NULL AND p.tokens - p.n < 1) w
-WHERE w.wait IS NOT NULL;
+-- The last row has no task: the wait (s) until a rate-limited queue with room has its next
+-- token, and whether a queue may have more due than it gave (see share_filled).
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT min((1 - (p.tokens - p.n)) / p.rate_limit) FROM per_queue p
+        WHERE p.rate_limit IS NOT NULL AND p.tokens - p.n < 1
+          AND p.running + p.n < p.max_concurrency),
+       coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false);
 
 -- name: record_results
 -- One statement per batch: update the tasks whose lease is still ours, release their
@@ -330,7 +367,16 @@ RETURNING stale;
 SELECT * FROM queues WHERE name = $1;
 
 -- name: get_queue_for_update
-SELECT * FROM queues WHERE name = $1 FOR UPDATE;
+-- NO KEY UPDATE: enqueues (whose foreign key check takes KEY SHARE) need not wait.
+SELECT * FROM queues WHERE name = $1 FOR NO KEY UPDATE;
+
+-- name: lock_queue_of_task
+-- Taken before a retry makes a finished task ready again. In an ordering=key queue that
+-- task may become its key's head again; a claim that read the key before this commits
+-- must not be able to claim the key's next task as well (claims hold this lock too).
+SELECT q.name FROM queues q
+WHERE q.name = (SELECT t.queue FROM tasks t WHERE t.id = $1)
+FOR NO KEY UPDATE;
 
 -- name: list_queues
 SELECT * FROM queues ORDER BY name;
@@ -360,6 +406,13 @@ WHERE name = $1;
 
 -- name: delete_queue
 DELETE FROM queues WHERE name = $1 RETURNING name;
+
+-- name: delete_queue_releases
+-- Its own statement, after delete_queue: the cascade has waited for every result batch
+-- that held one of the queue's tasks, so this snapshot sees all the releases they made.
+-- (queue_releases has no foreign key: its insert would lock the queue row from inside
+-- record_results, and deadlock with a DELETE of that queue waiting for the task rows.)
+DELETE FROM queue_releases WHERE queue = $1;
 
 -- name: purge_queue
 WITH purged AS (DELETE FROM tasks WHERE queue = $1 AND status = 'ready' RETURNING 1)
@@ -433,6 +486,27 @@ INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, e
 SELECT r.seq, r.attempts, e.claimed_at, $1, NULL, r.last_error, '', false
 FROM reaped r JOIN expired e ON e.seq = r.seq
 RETURNING task_seq;
+
+-- name: lock_queues
+-- The first statement of recount_running: every queue row, in name order, as claims do.
+SELECT name FROM queues ORDER BY name FOR NO KEY UPDATE;
+
+-- name: recount_running
+-- The second statement, in a snapshot taken after the lock: with claims held off, the
+-- counter becomes the running tasks plus the releases not yet folded in. Both are read
+-- in one snapshot, so a result committing meanwhile (one task fewer running, one more
+-- release) keeps "counter - releases = running" true. Repairs a counter that drifted,
+-- e.g. while processes of an older version ran next to this one.
+UPDATE queues q
+SET running = c.running
+FROM (
+    SELECT q2.name,
+           (SELECT count(*) FROM tasks t WHERE t.queue = q2.name AND t.status = 'running')
+           + (SELECT coalesce(sum(r.n), 0) FROM queue_releases r WHERE r.queue = q2.name) AS running
+    FROM queues q2
+) c
+WHERE q.name = c.name AND q.running <> c.running
+RETURNING q.name;
 
 -- name: extend_leases
 -- The heartbeat: $1 now, $2 lease margin (s), $3/$4 the (task, lease token) pairs in flight.

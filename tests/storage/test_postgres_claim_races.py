@@ -1,0 +1,152 @@
+"""PostgreSQL interleavings that only several connections can produce, forced with a
+transaction that holds a lock while the others queue up behind it.
+
+- A retry that makes a finished task its key's head again, racing claims that read
+  the key before and after it: never two tasks of one key in flight.
+- Deleting a queue while a result batch holds one of its tasks: no deadlock.
+- The count of deliveries in flight, broken by hand, is repaired by recount_running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from workly.models import QueueConfig
+from workly.storage.postgres import PostgresStorage
+from workly.storage.queries import load_queries
+
+pytestmark = pytest.mark.postgres
+MARGIN = 30.0
+
+
+@pytest.fixture
+async def pg(pg_url: str) -> asyncpg.Connection:
+    conn = await asyncpg.connect(pg_url)
+    yield conn
+    await conn.close()
+
+
+async def running_of_key(conn: asyncpg.Connection, key: str) -> int:
+    count: int = await conn.fetchval("SELECT count(*) FROM tasks WHERE key = $1 AND status = 'running'", key)
+    return count
+
+
+async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storages = [await PostgresStorage.open(pg_url) for _ in range(3)]
+    claim_x, claim_b, api = storages
+    try:
+        await api.put_queue("q", QueueConfig(max_concurrency=10, ordering="key", max_attempts=1), clock())
+        h1, h2 = new(key="k"), new(key="k")
+        await api.enqueue([h1, h2], clock())
+        [first] = (await api.claim_tasks(10, clock(), token(), MARGIN)).tasks
+        await api.record_results([result_for(first, clock(), "failed", 400)], clock())  # h2 is the head now
+
+        blocker = pg.transaction()
+        await blocker.start()
+        await pg.execute(
+            "SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE"
+        )  # as a claim in progress
+        x = asyncio.create_task(claim_x.claim_tasks(10, clock(), token(), MARGIN))  # reads: head h2
+        await asyncio.sleep(0.2)
+        retry = asyncio.create_task(api.retry_task(h1.id, clock()))  # h1 would be the head again
+        await asyncio.sleep(0.2)
+        b = asyncio.create_task(claim_b.claim_tasks(10, clock(), token(), MARGIN))
+        await asyncio.sleep(0.2)
+        await blocker.commit()
+        async with asyncio.timeout(10):
+            got_x, _, got_b = await asyncio.gather(x, retry, b)
+        assert len(got_x.tasks) + len(got_b.tasks) == 1
+        assert await running_of_key(pg, "k") == 1
+    finally:
+        for storage in storages:
+            await storage.close()
+
+
+async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_deadlock(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        await storage.enqueue([new()], clock())
+        [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+        result = result_for(claimed, clock(), "succeeded")
+        batch = pg.transaction()
+        await batch.start()
+        await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE", claimed.seq)  # the batch's row lock
+        delete = asyncio.create_task(storage.delete_queue("q"))  # waits for that row
+        await asyncio.sleep(0.3)
+        await pg.fetch(
+            load_queries("postgres").record_results,
+            [result.task_seq], [result.lease_token], [result.attempt], [result.started_at],
+            [result.finished_at], [result.status_code], [result.error], [result.response],
+            [result.outcome], [result.next_run_at], clock(),
+        )  # fmt: skip
+        await batch.commit()
+        async with asyncio.timeout(10):
+            await delete
+        assert await pg.fetchval("SELECT count(*) FROM queue_releases") == 0  # went with the queue
+    finally:
+        await storage.close()
+
+
+async def test_recount_repairs_a_counter_that_drifted(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        await storage.put_queue("q", QueueConfig(max_concurrency=2), clock())
+        await storage.enqueue([new() for _ in range(4)], clock())
+        running = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+        await storage.record_results(
+            [result_for(running[0], clock(), "succeeded")], clock()
+        )  # a release waits
+        await pg.execute(
+            "UPDATE queues SET running = 7 WHERE name = 'q'"
+        )  # as an older version might leave it
+        assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
+        assert await storage.recount_running() == 1
+        assert await storage.recount_running() == 0  # nothing left to repair
+        assert (
+            len((await storage.claim_tasks(10, clock() + timedelta(seconds=1), token(), MARGIN)).tasks) == 1
+        )
+    finally:
+        await storage.close()
+
+
+async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        await storage.put_queue("q", QueueConfig(max_concurrency=10, ordering="key"), clock())
+        head = new(key="k")
+        await storage.enqueue([head, new(key="k")], clock())
+        blocker = pg.transaction()
+        await blocker.start()
+        await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")
+        late = asyncio.create_task(storage.claim_tasks(10, clock(), token(), MARGIN))  # reads: head due
+        await asyncio.sleep(0.2)
+        # Meanwhile another process claims the head, delivers it, and schedules a retry.
+        other = await asyncpg.connect(pg_url)
+        try:
+            await other.execute(
+                "UPDATE tasks SET status = 'ready', attempts = 1, run_at = $2 WHERE id = $1",
+                head.id,
+                clock() + timedelta(seconds=60),
+            )
+        finally:
+            await other.close()
+        await blocker.commit()
+        async with asyncio.timeout(10):
+            claimed = await late
+        assert claimed.tasks == []
+    finally:
+        await storage.close()
