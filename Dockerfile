@@ -1,6 +1,7 @@
 # Workly in production: `workly serve` on port 7337.
-# Run with WORKLY_DATABASE_URL and WORKLY_SIGNING_SECRET set, e.g.
-#   docker run -p 7337:7337 -e WORKLY_DATABASE_URL=postgresql://… -e WORKLY_SIGNING_SECRET=whsec_… workly
+# Run with WORKLY_DATABASE_URL, WORKLY_SIGNING_SECRET and WORKLY_API_TOKENS set, e.g.
+#   docker run -p 7337:7337 -e WORKLY_DATABASE_URL=postgresql://… -e WORKLY_SIGNING_SECRET=whsec_… \
+#     -e WORKLY_API_TOKENS=… workly
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -22,6 +22,7 @@ from workly.signing import Signer, generate_secret
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Workly: HTTP delivery service.")
 APP_FACTORY = "workly.api.app:app_from_env"
+DEV_OUTBOUND_ALLOW = "127.0.0.0/8 ::1/128"  # workly dev delivers to local receivers
 
 
 def _fail(reason: str) -> NoReturn:
@@ -72,12 +73,19 @@ def dev(
     """Run on SQLite in one process: for development and small installs."""
     db = db.resolve()
     settings = _settings(database_url=f"sqlite:///{db}")  # refuse bad settings before writing files
-    settings = settings.model_copy(update={"signing_secret": _dev_secret(db)})
+    outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow
+    settings = settings.model_copy(update={"signing_secret": _dev_secret(db), "outbound_allow": outbound})
     _check_secrets(settings)
     _configure_logging(settings.log_level)
     typer.echo(f"workly dev: database {db}")
     typer.echo(f"workly dev: signing secret {settings.signing_secrets()[0]}")
-    typer.echo("workly dev: no API authentication (development mode)")
+    if settings.tokens():
+        typer.echo(f"workly dev: API tokens required ({len(settings.tokens())} from WORKLY_API_TOKENS)")
+    else:
+        typer.echo(
+            "workly dev: no API authentication (development mode; set WORKLY_API_TOKENS to require one)"
+        )
+    typer.echo(f"workly dev: deliveries may reach public addresses and {outbound or 'nothing else'}")
     typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs)")
     from workly.api.app import create_app
 
@@ -97,6 +105,11 @@ def serve(
     if not settings.signing_secrets():
         _fail("WORKLY_SIGNING_SECRET is not set (whsec_<base64>; `workly secret` prints one)")
     _check_secrets(settings)
+    if not settings.tokens():
+        _fail(
+            "WORKLY_API_TOKENS is not set: the API needs at least one bearer token "
+            "(any long random string, e.g. from `openssl rand -hex 32`)"
+        )
     if settings.database_url.startswith("sqlite:") and workers > 1:
         _fail("SQLite has a single writer: run one process (--workers 1) or use PostgreSQL")
     _configure_logging(settings.log_level)

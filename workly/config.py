@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workly.dispatch.outbound import OutboundPolicy, parse_allow_list
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WORKLY_", extra="ignore")
@@ -68,6 +70,27 @@ class Settings(BaseSettings):
     )
     response_snippet_bytes: int = Field(default=2048, ge=0, description="response bytes kept per attempt")
     log_level: str = Field(default="info")
+    api_tokens: str | None = Field(
+        default=None,
+        description="bearer tokens the API accepts, space separated (several at once for rotation); "
+        "required by `workly serve`",
+    )
+    public_health: bool = Field(default=True, description="/health/* answers without a token")
+    public_metrics: bool = Field(default=False, description="/metrics answers without a token")
+    outbound_allow: str | None = Field(
+        default=None,
+        description="addresses and CIDRs deliveries may reach besides public ones, space separated "
+        "(unset: none for `workly serve`, loopback for `workly dev`)",
+    )
+    max_body_bytes: int = Field(
+        default=256 * 1024, ge=1, le=64 * 1024 * 1024, description="largest task body, in bytes (else 413)"
+    )
+    max_request_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description="largest API request body, in bytes; refused (413) before it is read whole",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -93,6 +116,19 @@ class Settings(BaseSettings):
                 "take up to the database timeout"
             )
         return self
+
+    @field_validator("outbound_allow")
+    @classmethod
+    def _cidrs(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_allow_list(value)  # raises a ValueError naming the bad item
+        return value
+
+    def tokens(self) -> list[str]:
+        return (self.api_tokens or "").split()
+
+    def outbound_policy(self) -> OutboundPolicy:
+        return OutboundPolicy(parse_allow_list(self.outbound_allow or ""))
 
     def signing_secrets(self) -> list[str]:
         return (self.signing_secret or "").split()

@@ -8,6 +8,7 @@ WorklyError
 ├── ConflictError          the request does not fit the current state → 409
 │   └── TaskStateConflict
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
+├── TooLarge               an input over a configured size limit       → 413
 └── StorageError           the database failed or is unreachable       → 503
 """
 
@@ -51,6 +52,10 @@ class TaskStateConflict(ConflictError):
 
 class InvalidQueueConfig(WorklyError):
     """A queue configuration whose fields contradict each other."""
+
+
+class TooLarge(WorklyError):
+    """An input is larger than a configured limit allows."""
 
 
 class StorageError(WorklyError):

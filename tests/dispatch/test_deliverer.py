@@ -7,8 +7,11 @@ from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
 from workly.dispatch.deliverer import USER_AGENT, Deliverer
 from workly.dispatch.http_client import HttpClient
+from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
 from workly.models import ClaimedTask
 from workly.signing import Signer
+
+LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 
 
 def claimed(url: str, headers: dict[str, str]) -> ClaimedTask:
@@ -20,7 +23,7 @@ def claimed(url: str, headers: dict[str, str]) -> ClaimedTask:
 
 async def header_lines(headers: dict[str, str]) -> list[bytes]:
     seen: list[bytes] = []
-    client = HttpClient()
+    client = HttpClient(policy=LOCAL)
     try:
         async with raw_server(answering(OK, record=seen)) as server:
             outcome = await Deliverer(client, Signer([TEST_SECRET]), system_clock).deliver(

@@ -14,14 +14,17 @@ from workly.clock import system_clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http_client import HttpClient
+from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
 from workly.models import QueueConfig, Task
 from workly.signing import Signer
 from workly.storage.base import Storage
 
+LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
+
 
 @asynccontextmanager
 async def dispatching(storage: Storage, **options: float) -> AsyncIterator[Dispatcher]:
-    client = HttpClient()
+    client = HttpClient(policy=LOCAL)
     dispatcher = Dispatcher(
         storage, Deliverer(client, Signer([TEST_SECRET]), system_clock), system_clock, **options
     )  # type: ignore[arg-type]
@@ -157,7 +160,7 @@ async def test_the_heartbeat_keeps_a_slow_live_delivery_from_the_reaper(storage:
         receiver.delay("/slow", 1.0)
         task = new(url=receiver.url("/slow"), timeout=20)
         await storage.enqueue([task], clock())
-        session = HttpClient()
+        session = HttpClient(policy=LOCAL)
         dispatcher = Dispatcher(
             storage,
             Deliverer(session, Signer([TEST_SECRET]), clock),

@@ -11,11 +11,14 @@ import trustme
 
 from tests.support.raw_server import OK, answering, raw_server, read_request
 from workly.dispatch.http_client import ConnectError, HttpClient, ProtocolError
+from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
+
+LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient(max_body=16)
+    http = HttpClient(max_body=16, policy=LOCAL)
     yield http
     await http.close()
 
@@ -159,7 +162,7 @@ async def test_https_with_a_trusted_certificate() -> None:
     authority.issue_cert("127.0.0.1").configure_cert(server_tls)
     client_tls = ssl.create_default_context()
     authority.configure_trust(client_tls)
-    trusted, untrusted = HttpClient(ssl_context=client_tls), HttpClient()
+    trusted, untrusted = HttpClient(ssl_context=client_tls, policy=LOCAL), HttpClient(policy=LOCAL)
     try:
         async with raw_server(answering(OK), tls=server_tls) as server:
             assert (await trusted.request("POST", server.url + "/", {}, b"")).status == 204
@@ -187,7 +190,7 @@ async def test_bytes_arriving_on_an_idle_connection_retire_it(client: HttpClient
 
 
 async def test_expired_idle_connections_are_closed_not_kept(client: HttpClient) -> None:
-    quick = HttpClient(idle_timeout=0.05)
+    quick = HttpClient(idle_timeout=0.05, policy=LOCAL)
     try:
         async with raw_server(answering(OK, OK, OK)) as server:
             await asyncio.gather(*(quick.request("POST", server.url + "/", {}, b"") for _ in range(3)))

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.support.receiver import Receiver, running_receiver
-from tests.support.servers import TEST_SECRET, free_port, workly_process
+from tests.support.servers import TEST_SECRET, TEST_SERVER_ENV, api_client, free_port, workly_process
 
 POLL_INTERVAL = "0.2"
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
@@ -62,7 +62,7 @@ def workly_server(
 ) -> Iterator[WorklyServer]:
     """The real CLI: ``workly dev`` on SQLite, or ``workly serve`` on a fresh Postgres database."""
     command: str = request.param
-    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_POLL_INTERVAL": POLL_INTERVAL}
+    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, **TEST_SERVER_ENV, "WORKLY_POLL_INTERVAL": POLL_INTERVAL}
     port = free_port()
     if command == "dev":
         args = dev_args(tmp_path / "workly.db", port)
@@ -93,7 +93,7 @@ class E2E:
 async def e2e(workly_server: WorklyServer, receiver: Receiver) -> AsyncIterator[E2E]:
     """A running server, a receiver and an API client. The receiver stops before the server does,
     so deliveries still in flight at teardown fail fast instead of stalling the shutdown."""
-    async with httpx.AsyncClient(base_url=workly_server.base_url, timeout=10) as client:
+    async with api_client(workly_server.base_url, timeout=10) as client:
         yield E2E(workly_server, receiver, client)
 
 

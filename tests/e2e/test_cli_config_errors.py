@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import clean_env
-from tests.support.servers import TEST_SECRET, free_port
+from tests.support.servers import TEST_SECRET, TEST_TOKEN, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +33,7 @@ def workly(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str
 
 
 def serve(cwd: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    env = {"WORKLY_API_TOKENS": TEST_TOKEN, **env}
     return workly("serve", "--host", "127.0.0.1", "--port", str(free_port()), *extra, cwd=cwd, **env)
 
 
@@ -139,3 +140,22 @@ def test_a_lease_margin_too_short_for_the_database_timeout_is_refused(tmp_path: 
         assert not list(tmp_path.iterdir())  # refused before any file was written
     line = assert_refused(result, "WORKLY_LEASE_MARGIN", "WORKLY_DB_TIMEOUT")
     assert "20 s" in line and "10 s" in line
+
+
+def test_serve_without_api_tokens(tmp_path: Path) -> None:
+    result = serve(
+        tmp_path, WORKLY_DATABASE_URL=PG_URL, WORKLY_SIGNING_SECRET=TEST_SECRET, WORKLY_API_TOKENS=""
+    )
+    assert_refused(result, "WORKLY_API_TOKENS")
+
+
+@pytest.mark.parametrize("command", ["serve", "dev"])
+def test_a_bad_outbound_allow_list_is_refused(tmp_path: Path, command: str) -> None:
+    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_OUTBOUND_ALLOW": "10.0.0.0/8 not-a-network"}
+    if command == "serve":
+        result = serve(tmp_path, WORKLY_DATABASE_URL=PG_URL, **env)
+    else:
+        result = workly(
+            "dev", "--db", str(tmp_path / "w.db"), "--port", str(free_port()), cwd=tmp_path, **env
+        )
+    assert "not-a-network" in assert_refused(result, "WORKLY_OUTBOUND_ALLOW")

@@ -13,19 +13,25 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.e2e.conftest import dev_args, drop_workly_env, serve_args
 from tests.support.receiver import running_receiver
-from tests.support.servers import TEST_SECRET, free_port, wait_ready, workly_subprocess
+from tests.support.servers import (
+    TEST_SECRET,
+    TEST_SERVER_ENV,
+    api_client,
+    free_port,
+    wait_ready,
+    workly_subprocess,
+)
 
 pytestmark = pytest.mark.e2e
 TASKS = 5000
 
 
 async def enqueue_all(base_url: str, receiver_url: str) -> list[str]:
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with api_client(base_url, timeout=30) as client:
         config = {"max_concurrency": 100, "timeout": 1, "min_backoff": 0.05, "max_backoff": 0.2}
         assert (await client.put("/v1/queues/crash", json=config)).status_code in (200, 201)
         ids: list[str] = []
@@ -46,6 +52,7 @@ def server_command(
     """The CLI arguments, environment and port of a server the test starts (twice)."""
     env = {
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        **TEST_SERVER_ENV,
         "WORKLY_POLL_INTERVAL": "0.2",
         "WORKLY_LEASE_MARGIN": "3",
         "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows

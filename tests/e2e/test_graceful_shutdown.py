@@ -8,12 +8,18 @@ import signal
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.e2e.conftest import dev_args, drop_workly_env
 from tests.support.receiver import running_receiver
-from tests.support.servers import TEST_SECRET, free_port, wait_ready, workly_subprocess
+from tests.support.servers import (
+    TEST_SECRET,
+    TEST_SERVER_ENV,
+    api_client,
+    free_port,
+    wait_ready,
+    workly_subprocess,
+)
 
 pytestmark = pytest.mark.e2e
 GRACE = 1.0
@@ -25,6 +31,7 @@ async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
     drop_workly_env(monkeypatch)
     env = {
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        **TEST_SERVER_ENV,
         "WORKLY_SHUTDOWN_GRACE": str(GRACE),
         "WORKLY_LEASE_MARGIN": "3",
         "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
@@ -38,7 +45,7 @@ async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
         receiver.delay("/slow", 3)  # longer than the grace period, shorter than the 4 s timeout
         with workly_subprocess(args, env, port, log) as first:
             await asyncio.to_thread(wait_ready, first, port, log)
-            async with httpx.AsyncClient(base_url=base_url) as client:
+            async with api_client(base_url) as client:
                 await client.put("/v1/queues/slow", json={"max_concurrency": 100, "timeout": 4})
                 tasks = [{"url": receiver.url("/slow")} for _ in range(50)]
                 response = await client.post("/v1/queues/slow/tasks/batch", json={"tasks": tasks})
@@ -56,7 +63,7 @@ async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
         assert took < GRACE + 3, f"took {took:.1f}s to stop"  # the grace, plus closing down
         with workly_subprocess(args, env, port, log) as second:
             await asyncio.to_thread(wait_ready, second, port, log)
-            async with httpx.AsyncClient(base_url=base_url) as client:
+            async with api_client(base_url) as client:
                 async with asyncio.timeout(40):
                     while (await client.get("/v1/queues/slow")).json()["counts"]["succeeded"] < 50:
                         await asyncio.sleep(0.2)

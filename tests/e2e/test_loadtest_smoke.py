@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import WorklyServer
+from tests.support.servers import TEST_TOKEN
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +23,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_short_load_test_loses_and_duplicates_nothing(workly_server: WorklyServer, tmp_path: Path) -> None:
     report = tmp_path / "loadtest.json"
-    args = ["-url", workly_server.base_url, "-rate", "200", "-duration", "3s", "-warmup", "1s"]
+    args = [
+        "-url",
+        workly_server.base_url,
+        "-token",
+        TEST_TOKEN,
+        "-rate",
+        "200",
+        "-duration",
+        "3s",
+        "-warmup",
+        "1s",
+    ]
     result = subprocess.run(
         [sys.executable, "-m", "tools.loadtest", *args, "-quiet", "-drain", "20s", "-json", str(report)],
         cwd=REPO,

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.conftest import drop_workly_env, serve_args
 from tests.support.postgres import Cluster
 from tests.support.receiver import running_receiver
-from tests.support.servers import TEST_SECRET, free_port, wait_ready, workly_subprocess
+from tests.support.servers import AUTH, TEST_SECRET, TEST_SERVER_ENV, free_port, wait_ready, workly_subprocess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -61,6 +61,7 @@ async def test_the_service_survives_a_database_restart(
     env = {
         "WORKLY_DATABASE_URL": cluster.url,
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        **TEST_SERVER_ENV,
         "WORKLY_POLL_INTERVAL": "0.2",
         "WORKLY_LEASE_MARGIN": "3",
         "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
@@ -72,7 +73,9 @@ async def test_the_service_survives_a_database_restart(
         receiver.delay("/before", 0.5)  # deliveries are in flight when the database goes
         with workly_subprocess(serve_args(port), env, port, log) as server:
             await asyncio.to_thread(wait_ready, server, port, log)
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            async with httpx.AsyncClient(
+                headers=AUTH, base_url=f"http://127.0.0.1:{port}", timeout=10
+            ) as client:
                 await client.put("/v1/queues/restart", json={"max_concurrency": 50, "timeout": 2})
                 acknowledged = await enqueue(client, receiver.url("/before"), 200)
                 async with asyncio.timeout(10):

@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.conftest import dev_args, drop_workly_env, serve_args
 from tests.support.receiver import Receiver, running_receiver
-from tests.support.servers import TEST_SECRET, free_port, wait_ready, workly_subprocess
+from tests.support.servers import AUTH, TEST_SECRET, TEST_SERVER_ENV, free_port, wait_ready, workly_subprocess
 from workly.storage.claim_rules import burst
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +27,12 @@ KEYS, PER_KEY, LIMITED = 5, 10, 60
 def server_command(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[list[str], dict[str, str], int]:
-    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_POLL_INTERVAL": "0.2", "WORKLY_LOG_LEVEL": "warning"}
+    env = {
+        "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        **TEST_SERVER_ENV,
+        "WORKLY_POLL_INTERVAL": "0.2",
+        "WORKLY_LOG_LEVEL": "warning",
+    }
     port = free_port()
     if request.param == "serve":
         env["WORKLY_DATABASE_URL"] = request.getfixturevalue("pg_fresh_db")
@@ -61,7 +66,9 @@ async def test_concurrency_and_key_order_hold_end_to_end(
         receiver.delay("/keyed/", 0.02)
         with workly_subprocess(args, env, port, log) as server:
             await asyncio.to_thread(wait_ready, server, port, log)
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            async with httpx.AsyncClient(
+                headers=AUTH, base_url=f"http://127.0.0.1:{port}", timeout=10
+            ) as client:
                 await client.put("/v1/queues/limited", json={"max_concurrency": 3})
                 await client.put("/v1/queues/keyed", json={"max_concurrency": 50, "ordering": "key"})
                 keyed = [
@@ -91,7 +98,9 @@ async def test_a_rate_limit_holds_end_to_end(
     async with running_receiver(TEST_SECRET) as receiver:
         with workly_subprocess(args, env, port, log) as server:
             await asyncio.to_thread(wait_ready, server, port, log)
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            async with httpx.AsyncClient(
+                headers=AUTH, base_url=f"http://127.0.0.1:{port}", timeout=10
+            ) as client:
                 await client.put("/v1/queues/slow", json={"max_concurrency": 100, "rate_limit": rate})
                 await enqueue(client, "slow", [{"url": receiver.url("/slow")}] * count)
                 await until_delivered(receiver, count)

@@ -13,7 +13,6 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.e2e.conftest import (
@@ -28,7 +27,7 @@ from tests.e2e.conftest import (
     wait_for_status,
 )
 from tests.support.receiver import Received, running_receiver
-from tests.support.servers import TEST_SECRET, free_port, workly_process
+from tests.support.servers import TEST_SECRET, TEST_SERVER_ENV, api_client, free_port, workly_process
 
 pytestmark = pytest.mark.e2e
 
@@ -178,11 +177,15 @@ async def test_serve_on_sqlite_url_with_one_worker_delivers(
     env = {
         "WORKLY_DATABASE_URL": f"sqlite:///{db}",
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        **TEST_SERVER_ENV,
         "WORKLY_POLL_INTERVAL": POLL_INTERVAL,
     }
     port = free_port()
     with workly_process([*serve_args(port), "--workers", "1"], env, port, tmp_path / "serve.log") as url:
-        async with running_receiver(TEST_SECRET) as receiver, httpx.AsyncClient(base_url=url) as client:
+        async with (
+            running_receiver(TEST_SECRET) as receiver,
+            api_client(url) as client,
+        ):
             ready = (await client.get("/health/ready")).json()
             assert ready["checks"] == {"database": "ok", "dispatcher": "ok"}
             task = await enqueue(client, "q", {"url": receiver.url("/s"), "body": "x"})

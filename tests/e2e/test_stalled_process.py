@@ -13,7 +13,15 @@ import pytest
 
 from tests.e2e.conftest import drop_workly_env, serve_args
 from tests.support.receiver import running_receiver
-from tests.support.servers import TEST_SECRET, free_port, wait_ready, workly_subprocess
+from tests.support.servers import (
+    AUTH,
+    TEST_SECRET,
+    TEST_SERVER_ENV,
+    api_client,
+    free_port,
+    wait_ready,
+    workly_subprocess,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -40,6 +48,7 @@ async def test_a_stalled_processs_late_result_is_refused(
     env = {
         "WORKLY_DATABASE_URL": database_url,
         "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        **TEST_SERVER_ENV,
         "WORKLY_POLL_INTERVAL": "0.2",
         "WORKLY_LEASE_MARGIN": "3",
         "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
@@ -50,7 +59,7 @@ async def test_a_stalled_processs_late_result_is_refused(
         receiver.delay("/slow", 1)
         with workly_subprocess(serve_args(port_a), env, port_a, tmp_path / "a.log") as a:
             await asyncio.to_thread(wait_ready, a, port_a, tmp_path / "a.log")
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}") as client_a:
+            async with api_client(port_a) as client_a:
                 await client_a.put("/v1/queues/stall", json={"timeout": 2})
                 response = await client_a.post("/v1/queues/stall/tasks", json={"url": receiver.url("/slow")})
                 task_id = response.json()["id"]
@@ -61,7 +70,9 @@ async def test_a_stalled_processs_late_result_is_refused(
             try:
                 with workly_subprocess(serve_args(port_b), env, port_b, tmp_path / "b.log") as b:
                     await asyncio.to_thread(wait_ready, b, port_b, tmp_path / "b.log")
-                    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_b}") as client_b:
+                    async with httpx.AsyncClient(
+                        headers=AUTH, base_url=f"http://127.0.0.1:{port_b}"
+                    ) as client_b:
                         async with asyncio.timeout(30):
                             while (await client_b.get(f"/v1/tasks/{task_id}")).json()[
                                 "status"

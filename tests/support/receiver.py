@@ -36,6 +36,7 @@ class Receiver:
         self.requests: list[Received] = []
         self._scripts: dict[str, deque[int]] = defaultdict(deque)
         self._delays: dict[str, float] = {}
+        self._redirects: dict[str, str] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
         self.in_flight_at: Counter[str] = Counter()  # per path
@@ -46,6 +47,10 @@ class Receiver:
 
     def script(self, path: str, statuses: list[int]) -> None:
         self._scripts[path].extend(statuses)
+
+    def redirect(self, path: str, location: str) -> None:
+        """Answer requests to ``path`` with 302 Found to ``location``."""
+        self._redirects[path] = location
 
     def delay(self, path: str, seconds: float) -> None:
         """Hold each request to ``path`` (or under it, when it ends with "/") this long."""
@@ -86,6 +91,8 @@ class Receiver:
         finally:
             self.in_flight -= 1
             self.in_flight_at[request.path] -= 1
+        if request.path in self._redirects:
+            return web.Response(status=302, headers={"Location": self._redirects[request.path]})
         script = self._scripts.get(request.path)
         status = script.popleft() if script else 204
         return web.Response(status=status, text=None if status == 204 else f"status {status}")

@@ -22,6 +22,17 @@ from workly.clock import Clock, system_clock
 from workly.config import Settings
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+TEST_TOKEN = "test-token-0123456789abcdef"
+AUTH = {"authorization": f"Bearer {TEST_TOKEN}"}
+# What every test server gets: an API token, and loopback opened for deliveries (the
+# receivers listen on 127.0.0.1; `workly serve` refuses non-public addresses by default).
+TEST_SERVER_ENV = {"WORKLY_API_TOKENS": TEST_TOKEN, "WORKLY_OUTBOUND_ALLOW": "127.0.0.0/8 ::1/128"}
+
+
+def api_client(base_url: str | int, timeout: float = 5.0) -> httpx.AsyncClient:
+    """An API client carrying the test token; an int is a port on 127.0.0.1."""
+    url = f"http://127.0.0.1:{base_url}" if isinstance(base_url, int) else base_url
+    return httpx.AsyncClient(base_url=url, headers=AUTH, timeout=timeout)
 
 
 def free_port() -> int:

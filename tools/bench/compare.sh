@@ -27,12 +27,13 @@ for round in $(seq 1 "$rounds"); do
         -c "CREATE DATABASE workly_compare" >/dev/null
       WORKLY_DATABASE_URL=postgresql://postgres@127.0.0.1/workly_compare \
         WORKLY_SIGNING_SECRET=$("$dir/.venv/bin/workly" secret) \
+        WORKLY_API_TOKENS=compare WORKLY_OUTBOUND_ALLOW=127.0.0.1 \
         "$dir/.venv/bin/workly" serve --host 127.0.0.1 --port "$port" >"$work/server.log" 2>&1 &
     fi
     pid=$!
     for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null && break; sleep 0.1; done
     w0=$(cpu_of "$pid") p0=$(pg_cpu)
-    (cd "$here" && "$here/.venv/bin/python" -m tools.loadtest -url "http://127.0.0.1:$port" -rate "$rate" \
+    (cd "$here" && "$here/.venv/bin/python" -m tools.loadtest -url "http://127.0.0.1:$port" -token compare -rate "$rate" \
       -duration 20s -quiet -json "$work/out.json" >/dev/null)
     w1=$(cpu_of "$pid") p1=$(pg_cpu)
     kill -TERM "$pid"; wait "$pid" || true

@@ -17,6 +17,9 @@ import aiohttp
 
 from tools.loadtest.sink import Sink
 from workly.dispatch.http_client import HttpClient
+from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
+
+LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 
 HEADERS = {
     "user-agent": "Workly/bench",
@@ -55,7 +58,7 @@ async def main(requests: int) -> None:
                 await r.content.read(2048)
 
         await measure("aiohttp", with_aiohttp, requests)
-    client = HttpClient()
+    client = HttpClient(policy=LOCAL)
 
     async def with_workly() -> None:
         async with asyncio.timeout(30):

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp
 from workly import __version__
 from workly.api import health, queues, tasks
 from workly.api.fast_enqueue import FastEnqueue
+from workly.api.guards import BearerTokens, RequestSizeLimit
 from workly.api.problems import install_problem_handlers
 from workly.api.runtime import Runtime
 from workly.batching import CoalescedCall
@@ -41,7 +42,7 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
         storage = await open_storage(
             database_url, sqlite_synchronous=settings.sqlite_synchronous, db_timeout=settings.db_timeout
         )
-        client = HttpClient(max_body=settings.response_snippet_bytes)
+        client = HttpClient(max_body=settings.response_snippet_bytes, policy=settings.outbound_policy())
         try:
             applied = await storage.migrate()
             if applied:
@@ -100,7 +101,19 @@ def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
     app.include_router(tasks.router)
     app.include_router(queues.router)
     app.include_router(health.router)
-    return FastEnqueue(app, lambda: app.state.runtime)
+    return _guarded(FastEnqueue(app, lambda: app.state.runtime), settings)
+
+
+def _guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
+    """Tokens first (an unknown caller cannot make the server read a body), then the size limit."""
+    limited = RequestSizeLimit(app, settings.max_request_bytes)
+    tokens = settings.tokens()
+    if not tokens:
+        return limited  # workly dev without WORKLY_API_TOKENS (serve refuses to start so)
+    public = (("/health",) if settings.public_health else ()) + (
+        ("/metrics",) if settings.public_metrics else ()
+    )
+    return BearerTokens(limited, tokens, public)
 
 
 def _nobody() -> None:

@@ -15,10 +15,11 @@ import re
 from collections.abc import Callable
 
 from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workly.api.media import is_json_type
 from workly.api.problems import problem_for_exception
+from workly.api.request_body import read_body, replay
 from workly.api.runtime import Runtime
 from workly.api.schemas import TaskIn
 from workly.api.tasks import store_one
@@ -40,18 +41,18 @@ class FastEnqueue:
         if match is None:
             await self._app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        body = await read_body(receive)
         if body is None:
             return  # the client went away mid-body: store nothing, answer no one
         task, idempotency_key = _valid_request(scope, body)
         if task is None:
-            await self._app(scope, _replay(body), send)
+            await self._app(scope, replay(body), send)
             return
         try:
             response = await store_one(self._runtime(), match.group(1), task, idempotency_key)
         except Exception as exc:
             response = problem_for_exception(scope, exc)
-        await response(scope, _replay(body), send)
+        await response(scope, replay(body), send)
 
 
 def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None]:
@@ -73,29 +74,3 @@ def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None
     if idempotency_key and task.idempotency_key and idempotency_key != task.idempotency_key:
         return None, None
     return task, idempotency_key
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole body, or None when the client disconnected before sending it all."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes) -> Receive:
-    """A receive that hands the already-read body to the next app, then waits as usual."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    return receive

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from workly.api.media import is_json_type
-from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError
+from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, TooLarge
 from workly.storage.availability import UNAVAILABLE
 
 log = logging.getLogger("workly.api")
@@ -111,6 +111,10 @@ def _invalid_config(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "invalid-queue-config")
 
 
+def _too_large(exc: Exception, where: str) -> ProblemResponse:
+    return problem(413, str(exc), "too-large")
+
+
 def _unavailable(exc: Exception, where: str) -> ProblemResponse:
     log.error("storage error on %s: %s", where, exc)
     return problem(503, "The database is unavailable; retry later.", "unavailable")
@@ -127,6 +131,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((NotFoundError,), _not_found),
     ((ConflictError,), _conflict),
     ((InvalidQueueConfig,), _invalid_config),
+    ((TooLarge,), _too_large),
     (UNAVAILABLE, _unavailable),
     ((Exception,), _unexpected),
 ]

@@ -24,6 +24,26 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # even split the request); Workly sends header values as latin-1, as HTTP/1.1 does.
 _FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
+# Headers that describe one connection or its framing (RFC 9110 §7.6.1, hop-by-hop) or that
+# Workly writes itself: a task's own would smuggle a second request or break the framing.
+_CONNECTION_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
+MAX_HEADER_VALUE = 8 * 1024
+MAX_HEADERS_TOTAL = 32 * 1024
 
 # Keys are printable text: no control characters (PostgreSQL text cannot even hold NUL).
 ShortText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -131,9 +151,17 @@ class TaskIn(_Strict):
                 raise ValueError(f"header {name!r} has characters HTTP headers cannot carry (not latin-1)")
             if name.lower() in _SIGNATURE_HEADERS:
                 raise ValueError(f"header {name!r} is set by Workly on every delivery (Standard Webhooks)")
+            if name.lower() in _CONNECTION_HEADERS:
+                raise ValueError(
+                    f"header {name!r} belongs to the connection; Workly sets what it needs itself"
+                )
+            if len(header_value) > MAX_HEADER_VALUE:
+                raise ValueError(f"header {name!r} is longer than {MAX_HEADER_VALUE} characters")
             if name.lower() in lowered:
                 raise ValueError(f"header {name!r} is given twice")
             lowered.add(name.lower())
+        if sum(len(name) + len(v) for name, v in value.items()) > MAX_HEADERS_TOTAL:
+            raise ValueError(f"the headers together are longer than {MAX_HEADERS_TOTAL} characters")
         return value
 
     @field_validator("body_base64")

@@ -14,7 +14,7 @@ from workly.api.media import is_json_type
 from workly.api.problems import problem, unsupported_media_type
 from workly.api.runtime import Runtime, get_runtime
 from workly.api.schemas import TaskBatchIn, TaskIn, inline_json_schema
-from workly.errors import TaskNotFound
+from workly.errors import TaskNotFound, TooLarge
 from workly.models import TaskStatus
 
 router = APIRouter(prefix="/v1", tags=["tasks"])
@@ -63,14 +63,25 @@ async def enqueue_task(
     return await store_one(rt, queue, task, idempotency_key)
 
 
+def check_body_sizes(tasks: list[TaskIn], limit: int) -> None:
+    """TooLarge (413) for the first task whose body, as it would be sent, exceeds ``limit``."""
+    for index, task in enumerate(tasks):
+        size = len(task.encoded[1])
+        if size > limit:
+            where = "the task's" if len(tasks) == 1 else f"task {index}'s"
+            raise TooLarge(f"{where} body is {size:,} bytes; at most {limit:,} (WORKLY_MAX_BODY_BYTES)")
+
+
 async def store_one(rt: Runtime, queue: str, task: TaskIn, idempotency_key: str | None) -> JSONResponse:
     """Enqueue one validated task: 201 with the task, or 200 with the one its key matched."""
+    check_body_sizes([task], rt.settings.max_body_bytes)
     [stored] = await rt.enqueuer.enqueue([rep.new_task(queue, task, rt.clock(), idempotency_key)])
     return JSONResponse(rep.task_json(stored.task), status_code=201 if stored.created else 200)
 
 
 @router.post("/queues/{queue}/tasks/batch", status_code=201, summary="Enqueue up to 1,000 tasks at once")
 async def enqueue_batch(queue: QueuePath, batch: TaskBatchIn, rt: Rt) -> JSONResponse:
+    check_body_sizes(batch.tasks, rt.settings.max_body_bytes)
     now = rt.clock()
     stored = await rt.enqueuer.enqueue([rep.new_task(queue, task, now) for task in batch.tasks])
     return JSONResponse({"tasks": [rep.task_json(entry.task) for entry in stored]}, status_code=201)

@@ -6,7 +6,7 @@ import asyncio
 
 from workly import __version__
 from workly.clock import Clock
-from workly.dispatch.http_client import ConnectError, HttpClient, HttpError
+from workly.dispatch.http_client import Blocked, ConnectError, HttpClient, HttpError
 from workly.dispatch.policy import DeliveryOutcome, parse_retry_after
 from workly.models import ClaimedTask
 from workly.signing import Signer
@@ -30,6 +30,8 @@ class Deliverer:
             retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
         except TimeoutError:
             error = f"timeout: no complete response within {task.timeout:g}s"
+        except Blocked as exc:  # nothing was sent; a retry would meet the same policy
+            return DeliveryOutcome(started, self._clock(), error=f"blocked: {exc}", permanent=True)
         except ConnectError as exc:
             error = f"connection failed: {exc}"
         except HttpError as exc:

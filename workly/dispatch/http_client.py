@@ -6,25 +6,34 @@ a third of the server's CPU at 1,500 tasks/s; with this client, 45 µs (both cou
 the receiving end's share: tools/bench/http_clients.py, docs/performance.md).
 
 It parses with httptools (the parser uvicorn uses) and keeps idle connections per
-origin. By design it follows no redirects, reads no proxy
-settings, keeps no cookies, asks for no compression, and reads at most ``max_body``
-bytes of a response (a longer one closes its connection instead of being drained).
+origin. By design it follows no redirects, reads no proxy settings, keeps no cookies,
+asks for no compression and decompresses nothing, reads at most ``max_body`` bytes of a
+response (a longer one closes its connection instead of being drained) and at most
+64 KiB of response headers. Before connecting it resolves the host once and checks every
+address against the outbound policy (outbound.py), then connects only to those.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import httptools
 from yarl import URL
 
+from workly.dispatch.outbound import BlockedTarget, OutboundPolicy
+
 # Headers the client writes itself; a task's own would frame the request wrongly.
 _FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+MAX_RESPONSE_HEADER_BYTES = 64 * 1024
+
+# host, port → the addresses it resolves to, in the order to try them.
+Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
 class HttpError(Exception):
@@ -37,6 +46,15 @@ class ConnectError(HttpError):
 
 class ProtocolError(HttpError):
     """The peer did not speak HTTP/1.x, or closed before answering."""
+
+
+class Blocked(HttpError):
+    """The outbound policy refuses the target's address: nothing was sent."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +71,14 @@ class HttpClient:
         max_idle_per_origin: int = 64,
         idle_timeout: float = 15.0,
         ssl_context: ssl.SSLContext | None = None,
+        policy: OutboundPolicy | None = None,
+        resolver: Resolver = system_resolver,
+        connect_timeout: float = 10.0,
     ) -> None:
+        """``policy``: the addresses deliveries may reach; by default public ones only."""
+        self._policy = policy or OutboundPolicy()
+        self._resolve = resolver
+        self._connect_timeout = connect_timeout
         self._max_body = max_body
         self._max_idle = max_idle_per_origin
         self._idle_timeout = idle_timeout
@@ -98,15 +123,34 @@ class HttpClient:
 
     async def _connect(self, origin: tuple[str, str, int]) -> _Connection:
         scheme, host, port = origin
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                return await self._connect_checked(scheme, host, port)
+        except TimeoutError:
+            raise ConnectError(f"no connection to {host}:{port} within {self._connect_timeout:g}s") from None
+
+    async def _connect_checked(self, scheme: str, host: str, port: int) -> _Connection:
+        try:
+            resolved = await self._resolve(host, port)
+        except OSError as exc:
+            raise ConnectError(f"cannot resolve {host}: {exc}") from None
+        try:
+            addresses = self._policy.check(host, resolved)
+        except BlockedTarget as exc:
+            raise Blocked(str(exc)) from None
         loop = asyncio.get_running_loop()
         tls = self._ssl if scheme == "https" else None
-        try:
-            _, conn = await loop.create_connection(
-                _Connection, host, port, ssl=tls, server_hostname=host if tls else None
-            )
-        except (OSError, ssl.SSLError) as exc:
-            raise ConnectError(f"connection to {host}:{port} failed: {exc}") from None
-        return conn
+        failure: Exception | None = None
+        for address in addresses:  # the checked addresses only: no second lookup
+            try:
+                _, conn = await loop.create_connection(
+                    _Connection, address, port, ssl=tls, server_hostname=host if tls else None
+                )
+            except (OSError, ssl.SSLError) as exc:
+                failure = exc
+                continue
+            return conn
+        raise ConnectError(f"connection to {host}:{port} failed: {failure}")
 
     def _take_idle(self, origin: tuple[str, str, int]) -> _Connection | None:
         idle = self._idle.get(origin)
@@ -171,6 +215,7 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self._headers: dict[str, str] = {}
+        self._header_bytes = 0
         self._header_name = ""
         self._status = 0
         self._body: list[bytes] = []
@@ -235,6 +280,10 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > MAX_RESPONSE_HEADER_BYTES:
+            self._fail(ProtocolError(f"response headers exceed {MAX_RESPONSE_HEADER_BYTES // 1024} KiB"))
+            return
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:

@@ -23,6 +23,7 @@ class DeliveryOutcome:
     error: str | None = None  # set when no HTTP response arrived
     response: bytes = b""
     retry_after: float | None = None  # seconds, from a Retry-After header
+    permanent: bool = False  # retrying cannot help (the target is refused by policy)
 
 
 def backoff_delay(attempt: int, min_backoff: float, max_backoff: float, rng: random.Random) -> float:
@@ -69,7 +70,7 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
 
     if code is not None and 200 <= code < 300:
         return result("succeeded")
-    if code == PERMANENT_STATUS or task.attempt >= task.max_attempts:
+    if code == PERMANENT_STATUS or outcome.permanent or task.attempt >= task.max_attempts:
         return result("failed")
     if code in RETRY_AFTER_STATUSES and outcome.retry_after is not None:
         delay = min(outcome.retry_after, task.max_backoff)

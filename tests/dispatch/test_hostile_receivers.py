@@ -1,0 +1,98 @@
+"""Receivers that try to exhaust the dispatcher: a gzip bomb, an endless body, a header
+flood, a slow drip. Each attempt ends with a bounded response or a clear error, and the
+memory held for it stays small. All servers listen on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import tracemalloc
+
+import pytest
+
+from tests.support.raw_server import raw_server, read_request
+from workly.dispatch.http_client import HttpClient, ProtocolError
+from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
+
+LOCAL = OutboundPolicy(LOOPBACK)
+MB = 1024 * 1024
+
+
+async def test_a_gzip_bomb_is_not_decompressed() -> None:
+    bomb = gzip.compress(b"\0" * (64 * MB), compresslevel=9)  # 64 MB of zeros in ~64 KB
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        head = f"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: {len(bomb)}\r\n\r\n"
+        writer.write(head.encode() + bomb)
+        await writer.drain()
+
+    client = HttpClient(max_body=2048, policy=LOCAL)
+    tracemalloc.start()
+    async with raw_server(handler) as server:
+        response = await client.request("GET", server.url + "/", {}, b"")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    await client.close()
+    assert response.status == 200
+    assert response.body == bomb[:2048]  # the compressed bytes, cut: nothing was inflated
+    assert peak < 4 * MB, peak
+
+
+async def test_an_endless_body_is_cut_at_the_snippet_and_its_connection_dropped() -> None:
+    sent = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+        for _ in range(2000):  # 128 MB if nobody stops listening
+            writer.write(chunk)
+            sent += len(chunk)
+            await writer.drain()
+
+    client = HttpClient(max_body=2048, policy=LOCAL)
+    tracemalloc.start()
+    async with raw_server(handler) as server:
+        response = await client.request("GET", server.url + "/", {}, b"")
+        await asyncio.sleep(0.2)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    await client.close()
+    assert (response.status, len(response.body)) == (200, 2048)
+    assert sent < 16 * MB  # the client hung up; the sender was stopped by the closed socket
+    assert peak < 4 * MB, peak
+
+
+async def test_a_header_flood_is_a_protocol_error() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        for n in range(10_000):  # ~1 MB of headers
+            writer.write(f"x-flood-{n}: {'y' * 100}\r\n".encode())
+        writer.write(b"content-length: 0\r\n\r\n")
+        await writer.drain()
+
+    client = HttpClient(policy=LOCAL)
+    async with raw_server(handler) as server:
+        with pytest.raises(ProtocolError, match="headers exceed 64 KiB"):
+            await client.request("GET", server.url + "/", {}, b"")
+    await client.close()
+
+
+async def test_a_slow_drip_ends_at_the_attempt_timeout() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n")
+        for _ in range(1000):  # one byte every 50 ms: 50 s if waited for
+            writer.write(b"x")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    client = HttpClient(policy=LOCAL)
+    async with raw_server(handler) as server:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):  # what the deliverer does with the task's timeout
+                await client.request("GET", server.url + "/", {}, b"")
+    await client.close()
