@@ -24,6 +24,9 @@ class QueueConfig:
     timeout: float = 30.0
     ordering: Ordering = "none"
     paused: bool = False
+    # whsec_ secrets signing this queue's deliveries instead of WORKLY_SIGNING_SECRET
+    # (space separated, the first current). Write-only through the API.
+    signing_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,7 @@ class ClaimedTask:
     min_backoff: float
     max_backoff: float
     lease_token: str
+    signing_secret: str | None = None  # the queue's own, if it has one
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ List, read, create/replace (PUT), update (PATCH), delete, pause, resume, purge.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -269,3 +270,22 @@ async def test_unknown_queue_is_404_and_is_not_created(api: Api, method: str, pa
     problem = assert_problem(await api.http.request(method, path, json=body), 404, "not-found")
     assert "ghost" in problem["detail"]
     assert await api.queue_names() == ["real"]
+
+
+async def test_a_queue_signing_secret_is_write_only(api: Api) -> None:
+    secret = "whsec_cXVldWUtc2VjcmV0LTAxMjM0NTY3ODk="
+    response = await api.http.put("/v1/queues/signed", json={"signing_secret": secret})
+    assert response.status_code == 201, response.text
+    assert response.json()["has_signing_secret"] is True
+    for shown in [response, await api.http.get("/v1/queues/signed"), await api.http.get("/v1/queues")]:
+        assert "cXVldWUtc2VjcmV0" not in shown.text
+    patched = await api.http.patch("/v1/queues/signed", json={"signing_secret": None})
+    assert patched.json()["has_signing_secret"] is False
+
+
+@pytest.mark.parametrize("secret", ["not-a-secret", "whsec_c2hvcnQ=", "whsec_ok=== whsec_!!", ""])
+async def test_an_invalid_queue_signing_secret_is_422_without_echoing_it(api: Api, secret: str) -> None:
+    response = await api.http.put("/v1/queues/signed", json={"signing_secret": secret})
+    body = assert_problem(response, 422)
+    assert secret not in json.dumps(body) or secret == ""
+    assert "signed" not in await api.queue_names()

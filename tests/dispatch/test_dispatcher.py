@@ -180,3 +180,22 @@ async def test_the_heartbeat_keeps_a_slow_live_delivery_from_the_reaper(storage:
             await session.close()
     assert stored.attempts == 1
     assert len(receiver.at("/slow")) == 1
+
+
+QUEUE_SECRETS = "whsec_cXVldWUtc2VjcmV0LTAxMjM0NTY3ODk= whsec_b2xkLXF1ZXVlLXNlY3JldC0wMTIz"
+
+
+async def test_a_queue_with_its_own_secret_is_signed_with_it(storage: Storage) -> None:
+    clock = system_clock
+    await storage.put_queue("own", QueueConfig(signing_secret=QUEUE_SECRETS), clock())
+    async with running_receiver(QUEUE_SECRETS.split()[0]) as own, running_receiver(TEST_SECRET) as shared:
+        await storage.enqueue(
+            [new(queue="own", url=own.url("/own")), new(url=shared.url("/shared"))], clock()
+        )
+        async with dispatching(storage, poll_interval=0.05):
+            [got_own] = await own.wait_for("/own", 1)
+            [got_shared] = await shared.wait_for("/shared", 1)
+    assert got_own.verified  # with the queue's current secret ...
+    assert len(got_own.headers["webhook-signature"].split()) == 2  # ... and its old one signs too
+    assert got_shared.verified  # other queues keep WORKLY_SIGNING_SECRET
+    assert len(got_shared.headers["webhook-signature"].split()) == 1

@@ -156,3 +156,16 @@ async def test_concurrent_duplicate_enqueues_store_one_task(
     assert len({entry.task.id for entry in flat}) == 1
     queue = await storage.get_queue("q")
     assert queue is not None and queue.counts["ready"] == 1
+
+
+async def test_a_queue_signing_secret_is_stored_and_handed_to_claims(
+    storage: Storage, clock: FakeClock
+) -> None:
+    secret = "whsec_cXVldWUtc2VjcmV0LTAxMjM0NTY3ODk="
+    queue, _ = await storage.put_queue("q", QueueConfig(signing_secret=secret), clock())
+    assert queue.config.signing_secret == secret
+    await storage.enqueue(in_queue("q", [new()]), clock())
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    assert claimed.signing_secret == secret
+    cleared = await storage.update_queue("q", {"signing_secret": None}, clock())
+    assert cleared.config.signing_secret is None

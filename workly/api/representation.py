@@ -96,7 +96,11 @@ def attempt_json(attempt: Attempt) -> dict[str, Any]:
 
 
 def config_json(config: QueueConfig) -> dict[str, Any]:
-    return asdict(config)
+    """The config as the API shows it: a queue's signing secret is never shown, only whether
+    it has one."""
+    shown = asdict(config)
+    del shown["signing_secret"]
+    return {**shown, "has_signing_secret": config.signing_secret is not None}
 
 
 def queue_json(queue: Queue) -> dict[str, Any]:

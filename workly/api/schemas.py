@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field
 
 from workly.api.body import encode_body
 from workly.dispatch.http_client import request_target
+from workly.errors import ConfigError
+from workly.signing import decode_secret
 
 MAX_URL_LENGTH = 4096
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
@@ -206,6 +208,21 @@ class TaskIn(_Strict):
         return self._encoded
 
 
+def check_secrets(value: str | None) -> str | None:
+    """Space-separated whsec_ secrets, each decodable; the message never repeats them."""
+    if value is None:
+        return None
+    secrets = value.split()
+    if not secrets:
+        raise ValueError("give at least one whsec_ secret, or null for none")
+    for index, secret in enumerate(secrets):
+        try:
+            decode_secret(secret)
+        except ConfigError:
+            raise ValueError(f"secret {index + 1} is not a valid whsec_<base64> secret") from None
+    return " ".join(secrets)
+
+
 class TaskBatchIn(_Strict):
     tasks: list[TaskIn] = Field(min_length=1, max_length=MAX_BATCH)
 
@@ -221,6 +238,17 @@ class QueueConfigIn(_Strict):
     timeout: float = Field(default=30.0, gt=0, le=3600)
     ordering: Literal["none", "key"] = "none"
     paused: bool = False
+    signing_secret: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="whsec_ secrets (space separated, the first current) that sign this queue's "
+        "deliveries instead of WORKLY_SIGNING_SECRET; write-only",
+    )
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _valid_secrets(cls, value: str | None) -> str | None:
+        return check_secrets(value)
 
 
 class QueuePatchIn(_Strict):
@@ -234,10 +262,16 @@ class QueuePatchIn(_Strict):
     timeout: float | None = Field(default=None, gt=0, le=3600)
     ordering: Literal["none", "key"] | None = None
     paused: bool | None = None
+    signing_secret: str | None = Field(default=None, max_length=4096, description="null removes it")
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _valid_secrets(cls, value: str | None) -> str | None:
+        return check_secrets(value)
 
     @model_validator(mode="after")
     def _no_null_except_rate_limit(self) -> QueuePatchIn:
-        for name in self.model_fields_set - {"rate_limit"}:
+        for name in self.model_fields_set - {"rate_limit", "signing_secret"}:
             if getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null")
         return self

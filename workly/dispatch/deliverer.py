@@ -19,6 +19,15 @@ class Deliverer:
         self._client = client
         self._signer = signer
         self._clock = clock
+        self._queue_signers: dict[str, Signer] = {}  # a queue's own secrets → their signer
+
+    def _signer_for(self, task: ClaimedTask) -> Signer:
+        if task.signing_secret is None:
+            return self._signer
+        signer = self._queue_signers.get(task.signing_secret)
+        if signer is None:
+            signer = self._queue_signers[task.signing_secret] = Signer(task.signing_secret.split())
+        return signer
 
     async def deliver(self, task: ClaimedTask) -> DeliveryOutcome:
         started = self._clock()
@@ -51,7 +60,7 @@ class Deliverer:
     def _headers(self, task: ClaimedTask, timestamp: int) -> dict[str, str]:
         """The task's headers, a default user-agent unless it has one, and the signature
         headers, which replace any of the same name whatever its case."""
-        signature = self._signer.headers(task.id, timestamp, task.body)
+        signature = self._signer_for(task).headers(task.id, timestamp, task.body)
         headers = {name: value for name, value in task.headers.items() if name.lower() not in signature}
         if not any(name.lower() == "user-agent" for name in headers):
             headers["user-agent"] = USER_AGENT

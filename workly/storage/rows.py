@@ -64,6 +64,7 @@ def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
         min_backoff=float(row["min_backoff"]),
         max_backoff=float(row["max_backoff"]),
         lease_token=lease_token,
+        signing_secret=row["signing_secret"],
     )
 
 
@@ -98,6 +99,7 @@ def queue_config_from_row(row: Row) -> QueueConfig:
         timeout=float(row["timeout"]),
         ordering=row["ordering"],
         paused=bool(row["paused"]),
+        signing_secret=row["signing_secret"],
     )
 
 

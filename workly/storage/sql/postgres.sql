@@ -285,7 +285,7 @@ claimed AS (
     RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
               coalesce(t.max_attempts, q.max_attempts) AS max_attempts,
               coalesce(t.timeout, q.timeout) AS timeout, q.min_backoff, q.max_backoff,
-              t.priority, t.run_at
+              q.signing_secret, t.priority, t.run_at
 ),
 share_filled AS (
     -- Tenants and keys (of ordering=none queues) that gave their whole share: they may
@@ -322,7 +322,7 @@ FROM claimed c JOIN chosen o ON o.seq = c.seq
 UNION ALL
 -- The last row has no task: the wait (s) until a rate-limited queue with room has its next
 -- token, and whether a queue may have more due than it gave (see share_filled).
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT min((1 - (p.tokens - p.n)) / p.rate_limit) FROM per_queue p
         WHERE p.rate_limit IS NOT NULL AND p.tokens - p.n < 1
           AND p.running + p.n < p.max_concurrency),
@@ -389,19 +389,20 @@ SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
-                    timeout, ordering, paused, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+                    timeout, ordering, paused, signing_secret, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
     max_backoff = excluded.max_backoff, timeout = excluded.timeout,
-    ordering = excluded.ordering, paused = excluded.paused, updated_at = excluded.updated_at
+    ordering = excluded.ordering, paused = excluded.paused,
+    signing_secret = excluded.signing_secret, updated_at = excluded.updated_at
 RETURNING (xmax = 0) AS created;
 
 -- name: update_queue
 UPDATE queues
 SET max_concurrency = $2, rate_limit = $3, max_attempts = $4, min_backoff = $5, max_backoff = $6,
-    timeout = $7, ordering = $8, paused = $9, updated_at = $10
+    timeout = $7, ordering = $8, paused = $9, signing_secret = $10, updated_at = $11
 WHERE name = $1;
 
 -- name: delete_queue

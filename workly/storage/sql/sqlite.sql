@@ -151,6 +151,7 @@ RETURNING seq, id, queue, url, method, headers, body, attempts AS attempt,
           coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) AS timeout,
           (SELECT q.min_backoff FROM queues q WHERE q.name = tasks.queue) AS min_backoff,
           (SELECT q.max_backoff FROM queues q WHERE q.name = tasks.queue) AS max_backoff,
+          (SELECT q.signing_secret FROM queues q WHERE q.name = tasks.queue) AS signing_secret,
           priority, run_at;
 
 -- name: record_results
@@ -195,20 +196,21 @@ SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
-                    timeout, ordering, paused, created_at, updated_at)
+                    timeout, ordering, paused, signing_secret, created_at, updated_at)
 VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff,
-        :timeout, :ordering, :paused, :now, :now)
+        :timeout, :ordering, :paused, :signing_secret, :now, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
     max_backoff = excluded.max_backoff, timeout = excluded.timeout,
-    ordering = excluded.ordering, paused = excluded.paused, updated_at = excluded.updated_at;
+    ordering = excluded.ordering, paused = excluded.paused,
+    signing_secret = excluded.signing_secret, updated_at = excluded.updated_at;
 
 -- name: update_queue
 UPDATE queues
 SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts,
     min_backoff = :min_backoff, max_backoff = :max_backoff, timeout = :timeout,
-    ordering = :ordering, paused = :paused, updated_at = :now
+    ordering = :ordering, paused = :paused, signing_secret = :signing_secret, updated_at = :now
 WHERE name = :name;
 
 -- name: delete_queue
