@@ -89,7 +89,8 @@ def dev(
     typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs)")
     from workly.api.app import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level, access_log=False)
+    app = create_app(settings, anonymous=not settings.tokens())
+    uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
 
 
 @app.command()

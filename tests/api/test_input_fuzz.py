@@ -82,6 +82,8 @@ def test_accepted_headers_go_out_exactly_and_alone(headers: dict[str, str], body
         ("X-Test", "a\nX-Injected: 1"),
         ("X-Test", "a\rb"),
         ("X-Test", "a\x00b"),
+        ("X-Test", "a\x85b"),
+        ("X-Test", "a\x7fb"),
         ("X-Test\r\nX-Injected", "1"),
         ("X Test", "1"),
         ("", "1"),
@@ -136,3 +138,11 @@ def test_an_input_is_stored_exactly_or_refused_with_nothing_stored(
         assert response.status_code in (413, 422), response.text
         assert response.headers["content-type"] == "application/problem+json"
         assert _stored(api) == before
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9/a\x7fb", "http://127.0.0.1:9/a\x85b", "http://127.0.0.1:9/a b"]
+)
+def test_urls_with_control_characters_are_refused(url: str) -> None:
+    with pytest.raises(ValidationError):
+        TaskIn.model_validate({"url": url})

@@ -96,3 +96,23 @@ async def test_a_slow_drip_ends_at_the_attempt_timeout() -> None:
             async with asyncio.timeout(0.5):  # what the deliverer does with the task's timeout
                 await client.request("GET", server.url + "/", {}, b"")
     await client.close()
+
+
+async def test_one_header_value_that_never_ends_is_a_protocol_error() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nx-big: ")
+        for _ in range(1000):  # 64 MB of one value, never ended
+            writer.write(b"y" * 65536)
+            await writer.drain()
+
+    client = HttpClient(policy=LOCAL)
+    tracemalloc.start()
+    async with raw_server(handler) as server:
+        with pytest.raises(ProtocolError, match="headers exceed 64 KiB"):
+            async with asyncio.timeout(10):
+                await client.request("GET", server.url + "/", {}, b"")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    await client.close()
+    assert peak < 4 * MB, peak

@@ -46,11 +46,16 @@ BLOCKED = [
     ("::ffff:169.254.169.254", "IPv4-mapped form of 169.254.169.254"),
     ("64:ff9b::7f00:1", "NAT64 form of 127.0.0.1"),
     ("64:ff9b::a9fe:a9fe", "NAT64 form of 169.254.169.254"),
-    ("64:ff9b:1::a00:1", "NAT64 form of 10.0.0.1"),
+    ("64:ff9b:1::a00:1", "local-use NAT64"),
     ("2002:7f00:1::1", "6to4 form of 127.0.0.1"),
     ("2002:a9fe:a9fe::1", "6to4 form of 169.254.169.254"),
     ("2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo form of 127.0.0.1"),
     ("::127.0.0.1", "IPv4-compatible form of 127.0.0.1"),
+    ("::ffff:0:a9fe:a9fe", "IPv4-translated form of 169.254.169.254"),
+    ("64:ff9b:1:7f00:0:100:808:808", "local-use NAT64"),
+    ("fec0::1", "site-local"),
+    ("3fff::1", "documentation"),
+    ("5f00::1", "not global unicast"),
 ]
 PUBLIC = [
     "8.8.8.8",

@@ -69,6 +69,10 @@ async def test_serve_refuses_every_loopback_spelling(
         assert task["attempts"] == 1, name  # refused for good: a retry would meet the same policy
         assert task["last_error"].startswith("blocked: "), (name, task["last_error"])
         assert "WORKLY_OUTBOUND_ALLOW" in task["last_error"]
+        assert "127.0.0.1" not in task["last_error"]  # the API does not map the network ...
+    assert (
+        "blocked: localhost (127.0.0.1) is loopback" in (tmp_path / "serve.log").read_text()
+    )  # ... the log does
 
 
 async def test_a_redirect_to_loopback_is_not_followed(

@@ -46,7 +46,11 @@ def free_port() -> int:
 async def running_app(settings: Settings, clock: Clock = system_clock) -> AsyncIterator[str]:
     """Serve the app with uvicorn on 127.0.0.1 in this event loop; yield its base URL."""
     config = uvicorn.Config(
-        create_app(settings, clock), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+        create_app(settings, clock, anonymous=True),
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on",
     )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[_bound_socket()]))

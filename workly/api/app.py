@@ -30,10 +30,14 @@ from workly.storage import open_storage
 log = logging.getLogger("workly")
 
 
-def create_app(settings: Settings, clock: Clock = system_clock) -> ASGIApp:
-    """Build the ASGI app; nothing connects until the lifespan starts."""
+def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bool = False) -> ASGIApp:
+    """Build the ASGI app; nothing connects until the lifespan starts. Without API tokens it
+    refuses to build unless ``anonymous`` says so (`workly dev`): an app served some other
+    way (uvicorn with the factory, say) must not end up open by accident."""
     if settings.database_url is None:
         raise ConfigError("WORKLY_DATABASE_URL is required")
+    if not settings.tokens() and not anonymous:
+        raise ConfigError("WORKLY_API_TOKENS is required: the API answers only requests with a bearer token")
     signer = Signer(settings.signing_secrets())
     database_url = settings.database_url
 
@@ -109,7 +113,7 @@ def _guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     limited = RequestSizeLimit(app, settings.max_request_bytes)
     tokens = settings.tokens()
     if not tokens:
-        return limited  # workly dev without WORKLY_API_TOKENS (serve refuses to start so)
+        return limited  # anonymous: workly dev without WORKLY_API_TOKENS
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )

@@ -6,6 +6,7 @@ a body, and no body larger than the limit is ever held in memory whole.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -22,12 +23,15 @@ class BearerTokens:
 
     def __init__(self, app: ASGIApp, tokens: list[str], public_paths: tuple[str, ...]) -> None:
         self._app = app
-        self._tokens = [token.encode() for token in tokens]
+        self._tokens = [hashlib.sha256(token.encode()).digest() for token in tokens]
         self._public = public_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._is_public(scope["path"]) or self._authorized(scope):
+        if scope["type"] == "lifespan" or self._is_public(scope["path"]) or self._authorized(scope):
             await self._app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket (none is served): closed, policy violation
+            await send({"type": "websocket.close", "code": 1008})
             return
         response = problem(401, "Send a valid API token: Authorization: Bearer <token>.", "unauthorized")
         response.headers["www-authenticate"] = 'Bearer realm="workly"'
@@ -40,7 +44,8 @@ class BearerTokens:
         header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
         if header is None or header[:7].lower() != b"bearer ":
             return False
-        offered = header[7:].strip()
+        # Digests of equal length: the comparison's time tells nothing, not even the length.
+        offered = hashlib.sha256(header[7:].strip()).digest()
         matched = False
         for token in self._tokens:
             matched |= hmac.compare_digest(offered, token)

@@ -23,8 +23,9 @@ MAX_BATCH = 1000
 MAX_HEADERS = 64
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # Control characters other than tab cannot travel in a header value (CR and LF would
-# even split the request); Workly sends header values as latin-1, as HTTP/1.1 does.
-_FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# even split the request, NEL splits lines for some readers); Workly sends header values
+# as latin-1, as HTTP/1.1 does.
+_FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0, DEL, C1 (NEL splits lines too)
 _SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
 # Headers that describe one connection or its framing (RFC 9110 §7.6.1, hop-by-hop) or that
 # Workly writes itself: a task's own would smuggle a second request or break the framing.
@@ -128,7 +129,7 @@ class TaskIn(_Strict):
             raise ValueError("the URL must not carry credentials (user:password@); use a header")
         if port == 0:
             raise ValueError("the URL port must be 1-65535")
-        if any(ch.isspace() or ord(ch) < 0x20 for ch in value):
+        if any(ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value):
             raise ValueError("the URL must not contain whitespace or control characters")
         try:
             target = request_target(value)  # the deliverer's own reading of it
@@ -149,6 +150,9 @@ class TaskIn(_Strict):
                 raise ValueError(f"invalid header name {name!r}")
             if _FORBIDDEN_VALUE_CHARS.search(header_value):
                 raise ValueError(f"header {name!r} contains a control character (CR, LF, NUL, …)")
+            if header_value != header_value.strip(" \t"):
+                # HTTP drops it on the way (RFC 9110 §5.5): the receiver would see another value.
+                raise ValueError(f"header {name!r} begins or ends with whitespace")
             if not header_value.isascii() and not _is_latin1(header_value):
                 raise ValueError(f"header {name!r} has characters HTTP headers cannot carry (not latin-1)")
             if name.lower() in _SIGNATURE_HEADERS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from workly import __version__
 from workly.clock import Clock
@@ -12,6 +13,13 @@ from workly.models import ClaimedTask
 from workly.signing import Signer
 
 USER_AGENT = f"Workly/{__version__}"
+BLOCKED = (
+    "blocked: the target resolves to an address deliveries may not reach (loopback, private, "
+    "link-local, …); the server log says which. WORKLY_OUTBOUND_ALLOW opens addresses."
+)
+log = logging.getLogger("workly.dispatch")
+# A queue's own secrets → their signer; bounded, as queues and their secrets come and go.
+_MAX_QUEUE_SIGNERS = 1024
 
 
 class Deliverer:
@@ -19,13 +27,15 @@ class Deliverer:
         self._client = client
         self._signer = signer
         self._clock = clock
-        self._queue_signers: dict[str, Signer] = {}  # a queue's own secrets → their signer
+        self._queue_signers: dict[str, Signer] = {}
 
     def _signer_for(self, task: ClaimedTask) -> Signer:
         if task.signing_secret is None:
             return self._signer
         signer = self._queue_signers.get(task.signing_secret)
         if signer is None:
+            if len(self._queue_signers) >= _MAX_QUEUE_SIGNERS:
+                self._queue_signers.clear()
             signer = self._queue_signers[task.signing_secret] = Signer(task.signing_secret.split())
         return signer
 
@@ -40,7 +50,10 @@ class Deliverer:
         except TimeoutError:
             error = f"timeout: no complete response within {task.timeout:g}s"
         except Blocked as exc:  # nothing was sent; a retry would meet the same policy
-            return DeliveryOutcome(started, self._clock(), error=f"blocked: {exc}", permanent=True)
+            # The details (which name resolved to which internal address) stay in the server
+            # log: the attempt is readable through the API, and must not map the network.
+            log.warning("delivery of task %s blocked: %s", task.id, exc)
+            return DeliveryOutcome(started, self._clock(), error=BLOCKED, permanent=True)
         except ConnectError as exc:
             error = f"connection failed: {exc}"
         except HttpError as exc:

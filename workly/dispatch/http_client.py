@@ -27,8 +27,24 @@ from yarl import URL
 
 from workly.dispatch.outbound import BlockedTarget, OutboundPolicy
 
-# Headers the client writes itself; a task's own would frame the request wrongly.
-_FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+# Headers the client writes itself, or that belong to one connection: a task's own would
+# frame the request wrongly. (The API refuses them; tasks stored before it did are filtered.)
+_FRAMING = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 MAX_RESPONSE_HEADER_BYTES = 64 * 1024
 
@@ -216,6 +232,7 @@ class _Connection(asyncio.Protocol):
     def _reset(self) -> None:
         self._headers: dict[str, str] = {}
         self._header_bytes = 0
+        self._headers_done = False
         self._header_name = ""
         self._status = 0
         self._body: list[bytes] = []
@@ -261,6 +278,12 @@ class _Connection(asyncio.Protocol):
             self._fail(ProtocolError(f"invalid HTTP response: {exc}"))
         except httptools.HttpParserUpgrade:
             self._fail(ProtocolError("the server switched protocols"))
+        if not self._headers_done:
+            # Counted on the raw bytes: httptools holds a header value until it ends, so a
+            # value that never ends would grow without limit before on_header saw it.
+            self._header_bytes += len(data)
+            if self._header_bytes > MAX_RESPONSE_HEADER_BYTES:
+                self._fail(ProtocolError(f"response headers exceed {MAX_RESPONSE_HEADER_BYTES // 1024} KiB"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._waiter is None or self._waiter.done():
@@ -280,13 +303,10 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_bytes += len(name) + len(value)
-        if self._header_bytes > MAX_RESPONSE_HEADER_BYTES:
-            self._fail(ProtocolError(f"response headers exceed {MAX_RESPONSE_HEADER_BYTES // 1024} KiB"))
-            return
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        self._headers_done = True
         self._status = self._parser.get_status_code()
         if self._head and self._status >= 200:  # no body follows, whatever Content-Length says
             self._finish(reusable=False)

@@ -4,8 +4,9 @@ Workly sends requests to URLs its API callers choose, from inside a network. Unl
 operator allows them (``WORKLY_OUTBOUND_ALLOW``), every address that is not a public
 unicast address is refused: loopback, private, link-local (cloud metadata at
 169.254.169.254 and fd00:ec2::254 included), shared (100.64/10), multicast, reserved,
-documentation and unspecified ranges, and the IPv6 spellings that embed an IPv4 address
-(IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo), judged by the address they embed.
+documentation and unspecified ranges, IPv6 outside 2000::/3, and the IPv6 spellings that
+embed an IPv4 address (IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64, 6to4,
+Teredo), judged by the address they embed.
 
 The HTTP client resolves a host once, checks every address it got, and connects only to
 those checked addresses, so a second DNS answer (rebinding) never reaches a socket.
@@ -20,8 +21,12 @@ from dataclasses import dataclass
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")  # IPv4-translated (RFC 7915)
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+# IPv6 unicast that is routed on the internet lies in 2000::/3; anything outside it that is
+# not named below (or an embedded-IPv4 form) is refused too.
+_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 
 # Named so a refusal says why; anything else that is not globally routable is refused too.
 _RANGES: tuple[tuple[str, str], ...] = (
@@ -41,8 +46,11 @@ _RANGES: tuple[tuple[str, str], ...] = (
     ("240.0.0.0/4", "reserved"),
     ("::/128", "unspecified"),
     ("::1/128", "loopback"),
+    ("64:ff9b:1::/48", "local-use NAT64 (its IPv4 may sit anywhere in the address)"),
     ("100::/64", "discard-only"),
     ("2001:db8::/32", "documentation"),
+    ("3fff::/20", "documentation"),
+    ("fec0::/10", "site-local (deprecated, still routed inside some networks)"),
     ("fc00::/7", "private (unique local; cloud metadata fd00:ec2::254 lives here)"),
     ("fe80::/10", "link-local"),
     ("ff00::/8", "multicast"),
@@ -70,7 +78,9 @@ def parse_allow_list(text: str) -> tuple[IPNetwork, ...]:
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, str] | None:
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped, "IPv4-mapped"
-    if any(address in net for net in _NAT64):
+    if address in _SIIT:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF), "IPv4-translated"
+    if address in _NAT64:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF), "NAT64"
     if address.sixtofour is not None:
         return address.sixtofour, "6to4"
@@ -97,6 +107,8 @@ def refusal(address: IPAddress, allowed: Iterable[IPNetwork] = ()) -> str | None
             return why
     if not address.is_global:
         return "not a public address"
+    if isinstance(address, ipaddress.IPv6Address) and address not in _GLOBAL_UNICAST:
+        return "not global unicast (outside 2000::/3)"
     return None
 
 
