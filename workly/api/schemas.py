@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 
 from workly.api.body import encode_body
-from workly.dispatch.http_client import request_target
+from workly.dispatch.http_client import CONNECTION_HEADERS, request_target
 from workly.errors import ConfigError
 from workly.signing import decode_secret
 
@@ -27,24 +27,6 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # as latin-1, as HTTP/1.1 does.
 _FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0, DEL, C1 (NEL splits lines too)
 _SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
-# Headers that describe one connection or its framing (RFC 9110 §7.6.1, hop-by-hop) or that
-# Workly writes itself: a task's own would smuggle a second request or break the framing.
-_CONNECTION_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authorization",
-        "proxy-authenticate",
-        "te",
-        "trailer",
-        "upgrade",
-        "expect",
-    }
-)
 MAX_HEADER_VALUE = 8 * 1024
 MAX_HEADERS_TOTAL = 32 * 1024
 
@@ -157,7 +139,7 @@ class TaskIn(_Strict):
                 raise ValueError(f"header {name!r} has characters HTTP headers cannot carry (not latin-1)")
             if name.lower() in _SIGNATURE_HEADERS:
                 raise ValueError(f"header {name!r} is set by Workly on every delivery (Standard Webhooks)")
-            if name.lower() in _CONNECTION_HEADERS:
+            if name.lower() in CONNECTION_HEADERS:
                 raise ValueError(
                     f"header {name!r} belongs to the connection; Workly sets what it needs itself"
                 )

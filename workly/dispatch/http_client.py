@@ -29,7 +29,7 @@ from workly.dispatch.outbound import BlockedTarget, OutboundPolicy
 
 # Headers the client writes itself, or that belong to one connection: a task's own would
 # frame the request wrongly. (The API refuses them; tasks stored before it did are filtered.)
-_FRAMING = frozenset(
+CONNECTION_HEADERS = frozenset(
     {
         "host",
         "content-length",
@@ -206,7 +206,8 @@ def request_target(url: str) -> URL:
 
 def _encode_request(method: str, target: URL, headers: Mapping[str, str], body: bytes) -> bytes:
     lines = [f"{method} {target.raw_path_qs} HTTP/1.1", f"host: {target.host_port_subcomponent}"]
-    lines.extend(f"{name}: {value}" for name, value in headers.items() if name.lower() not in _FRAMING)
+    own = ((name, value) for name, value in headers.items() if name.lower() not in CONNECTION_HEADERS)
+    lines.extend(f"{name}: {value}" for name, value in own)
     if body or method not in _BODYLESS_METHODS:
         lines.append(f"content-length: {len(body)}")
     lines.append("\r\n")
