@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
+from workly.metrics import Metrics
 from workly.models import Enqueued, NewTask
 from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
@@ -25,7 +26,9 @@ class Enqueuer:
         clock: Clock,
         on_committed: Callable[[], None],
         max_requests_per_commit: int = 200,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._storage = storage
         self._clock = clock
         self._on_committed = on_committed
@@ -49,6 +52,10 @@ class Enqueuer:
 
     async def _flush(self, requests: Sequence[Sequence[NewTask]]) -> list[list[Enqueued]]:
         stored = await self._storage.enqueue([task for tasks in requests for task in tasks], self._clock())
+        self._metrics.commit_batch.labels("enqueue").observe(len(requests))
+        for entry in stored:
+            if entry.created:
+                self._metrics.enqueued.labels(entry.task.queue).inc()
         if any(entry.created for entry in stored):
             self._on_committed()
         answers, start = [], 0

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from workly.clock import Clock
+from workly.metrics import Metrics
 from workly.periodic import run_every
 from workly.storage.base import Storage
 
@@ -48,11 +49,15 @@ class Housekeeper:
         prune_interval: float = 60.0,
         recount_interval: float = 60.0,
         auto_vacuum_interval: float = 10.0,
+        metrics: Metrics | None = None,
+        depth_interval: float = 15.0,
     ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
         ``auto_vacuum_interval`` seconds if the database does not vacuum by itself."""
         self._storage = storage
         self._clock = clock
+        self._metrics = metrics or Metrics()
+        self._depth_interval = depth_interval
         self._reap_interval = reap_interval
         self._wake_dispatcher = wake_dispatcher
         self._vacuum_interval = vacuum_interval
@@ -73,6 +78,8 @@ class Housekeeper:
             self._every(self._prune_interval, self._prune, "prune")
         if self._recount_interval > 0:
             self._every(self._recount_interval, self._recount, "recount")
+        if self._depth_interval > 0:
+            self._every(self._depth_interval, self._measure_depths, "queue depths")
         interval = self._vacuum_interval
         if interval is None:
             interval = self._auto_vacuum_interval if await self._storage.needs_vacuum() else 0
@@ -98,6 +105,7 @@ class Housekeeper:
     async def _reap(self) -> None:
         while reaped := await self._storage.reap_expired(self._clock()):
             self.reaped += reaped
+            self._metrics.reaped.inc(reaped)
             log.warning("returned %d task(s) whose lease expired", reaped)
             self._wake_dispatcher()
 
@@ -108,6 +116,10 @@ class Housekeeper:
         while pruned := await self._storage.prune_succeeded(cutoff, limit=500):
             self.pruned += pruned
             await asyncio.sleep(0)  # let the hot paths in between batches
+
+    async def _measure_depths(self) -> None:
+        """The queue depth gauges: one periodic query per process, never one per scrape."""
+        self._metrics.set_queue_depths(await self._storage.list_queues())
 
     async def _recount(self) -> None:
         corrected = await self._storage.recount_running()

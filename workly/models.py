@@ -104,6 +104,7 @@ class ClaimedTask:
     max_backoff: float
     lease_token: str
     signing_secret: str | None = None  # the queue's own, if it has one
+    due_at: datetime | None = None  # the run_at it was claimed at (for the latency metric)
 
 
 @dataclass(frozen=True, slots=True)

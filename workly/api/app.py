@@ -24,6 +24,7 @@ from workly.dispatch.http_client import HttpClient
 from workly.enqueuer import Enqueuer
 from workly.errors import ConfigError
 from workly.housekeeping import Housekeeper
+from workly.metrics import Metrics
 from workly.signing import Signer
 from workly.storage import open_storage
 
@@ -47,6 +48,7 @@ def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bo
             database_url, sqlite_synchronous=settings.sqlite_synchronous, db_timeout=settings.db_timeout
         )
         client = HttpClient(max_body=settings.response_snippet_bytes, policy=settings.outbound_policy())
+        metrics = Metrics()
         try:
             applied = await storage.migrate()
             if applied:
@@ -59,6 +61,7 @@ def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bo
                 poll_interval=settings.poll_interval,
                 lease_margin=settings.lease_margin,
                 result_batch_max=settings.result_batch_max,
+                metrics=metrics,
             )
             announcer = CoalescedCall(storage.announce_work, _log_announce_error)
 
@@ -66,9 +69,14 @@ def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bo
                 dispatcher.wake()
                 announcer.trigger()
 
-            enqueuer = Enqueuer(storage, clock, committed)
+            enqueuer = Enqueuer(storage, clock, committed, metrics=metrics)
             app.state.runtime = Runtime(
-                settings=settings, storage=storage, dispatcher=dispatcher, enqueuer=enqueuer, clock=clock
+                settings=settings,
+                storage=storage,
+                dispatcher=dispatcher,
+                enqueuer=enqueuer,
+                clock=clock,
+                metrics=metrics,
             )
             housekeeper = Housekeeper(
                 storage,
@@ -77,6 +85,7 @@ def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bo
                 wake_dispatcher=dispatcher.wake,
                 vacuum_interval=settings.vacuum_interval,
                 retention=settings.retention,
+                metrics=metrics,
             )
             # An API-only process listens too: that is how it learns that dispatching
             # processes exist, and so announces its enqueues to them.
@@ -105,6 +114,7 @@ def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bo
     app.include_router(tasks.router)
     app.include_router(queues.router)
     app.include_router(health.router)
+    app.include_router(health.metrics_router)
     return _guarded(FastEnqueue(app, lambda: app.state.runtime), settings)
 
 

@@ -10,10 +10,11 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from workly.api.problems import problem
 from workly.api.runtime import Runtime, get_runtime
+from workly.metrics import CONTENT_TYPE
 
 router = APIRouter(prefix="/health", tags=["health"])
 Rt = Annotated[Runtime, Depends(get_runtime)]
@@ -36,3 +37,11 @@ async def ready(rt: Rt) -> JSONResponse:
         return problem(503, "the dispatcher loop is not running", "not-ready", checks={"dispatcher": "down"})
     dispatcher = "ok" if rt.settings.dispatch else "disabled"
     return JSONResponse({"status": "ok", "checks": {"database": "ok", "dispatcher": dispatcher}})
+
+
+metrics_router = APIRouter(tags=["health"])
+
+
+@metrics_router.get("/metrics", summary="Prometheus metrics of this process")
+async def metrics(rt: Rt) -> Response:
+    return Response(rt.metrics.render(), media_type=CONTENT_TYPE)

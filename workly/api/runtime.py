@@ -10,6 +10,7 @@ from workly.clock import Clock
 from workly.config import Settings
 from workly.dispatch.dispatcher import Dispatcher
 from workly.enqueuer import Enqueuer
+from workly.metrics import Metrics
 from workly.storage.base import Storage
 
 
@@ -20,6 +21,7 @@ class Runtime:
     dispatcher: Dispatcher
     enqueuer: Enqueuer
     clock: Clock
+    metrics: Metrics
 
 
 async def get_runtime(request: Request) -> Runtime:

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
-from workly.dispatch.policy import judge
+from workly.dispatch.policy import DeliveryOutcome, judge
+from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
 from workly.periodic import run_every
 from workly.storage.availability import is_unavailable
@@ -40,7 +41,9 @@ class Dispatcher:
         lease_margin: float = 30.0,
         result_batch_max: int = 500,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics or Metrics()
         self._storage = storage
         self._deliverer = deliverer
         self._clock = clock
@@ -96,6 +99,8 @@ class Dispatcher:
             self._wake.clear()
             wanted = self._max_in_flight - len(self._in_flight)
             claim = await self._claim(wanted) if wanted > 0 else Claim([])
+            if claim.tasks:
+                self._metrics.claim_batch.observe(len(claim.tasks))
             for task in claim.tasks:
                 self._start_delivery(task)
             if claim.tasks and (len(claim.tasks) == wanted or claim.more):
@@ -135,16 +140,19 @@ class Dispatcher:
     def _start_delivery(self, task: ClaimedTask) -> None:
         delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
         self._in_flight[delivery] = task
+        self._metrics.in_flight.set(len(self._in_flight))
         delivery.add_done_callback(self._delivery_done)
 
     def _delivery_done(self, delivery: asyncio.Task[None]) -> None:
         # Runs once the attempt's result is recorded (or failed to be): the slot is free.
         self._in_flight.pop(delivery, None)
+        self._metrics.in_flight.set(len(self._in_flight))
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:
         outcome = await self._deliverer.deliver(task)
         result = judge(task, outcome, self._rng)
+        self._observe(task, outcome, result)
         log.info(
             "attempt task=%s queue=%s attempt=%d status=%s outcome=%s duration_ms=%.1f%s",
             task.id,
@@ -161,8 +169,20 @@ class Dispatcher:
             # The task stays running under its lease; it is not lost, only late.
             log.exception("recording the result of task %s failed", task.id)
 
+    def _observe(self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult) -> None:
+        m = self._metrics
+        m.deliveries.labels(task.queue, result.outcome).inc()
+        m.delivery_seconds.labels(task.queue).observe(
+            (outcome.finished_at - outcome.started_at).total_seconds()
+        )
+        if task.attempt == 1 and task.due_at is not None:
+            waited = (outcome.started_at - task.due_at).total_seconds()
+            m.first_attempt_latency.labels(task.queue).observe(max(0.0, waited))
+
     async def _record(self, results: Sequence[AttemptResult]) -> list[RecordSummary]:
         summary = await self._storage.record_results(results, self._clock())
+        self._metrics.commit_batch.labels("results").observe(len(results))
+        self._metrics.stale_results.inc(summary.stale)
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)

@@ -65,6 +65,7 @@ def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
         max_backoff=float(row["max_backoff"]),
         lease_token=lease_token,
         signing_secret=row["signing_secret"],
+        due_at=dec.time(row["run_at"]),
     )
 
 

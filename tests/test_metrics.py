@@ -1,0 +1,106 @@
+"""Metrics: what the parts record, and the /metrics route over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from tests.storage.helpers import in_queue, new
+from tests.support.clock import FakeClock
+from tests.support.receiver import running_receiver
+from tests.support.servers import TEST_SECRET, running_app
+from workly.config import Settings
+from workly.housekeeping import Housekeeper
+from workly.metrics import Metrics
+from workly.models import Queue, QueueConfig
+from workly.storage.base import Storage
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format (labels in any order)."""
+    for line in text.splitlines():
+        match = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
+        if not match or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    raise AssertionError(f"no sample {name} {labels} in:\n{text}")
+
+
+def test_queue_depths_replace_the_previous_ones() -> None:
+    metrics = Metrics()
+    now = datetime.now(UTC)
+    gone = Queue("gone", QueueConfig(), {"ready": 5}, now, now)
+    kept = Queue("kept", QueueConfig(), {"ready": 2, "failed": 1}, now, now)
+    metrics.set_queue_depths([gone, kept])
+    metrics.set_queue_depths([kept])
+    text = metrics.render().decode()
+    assert sample(text, "workly_queue_tasks", queue="kept", status="failed") == 1
+    assert 'queue="gone"' not in text
+
+
+async def test_the_housekeeper_measures_queue_depths_periodically(storage: Storage) -> None:
+    clock = FakeClock()
+    await storage.enqueue(in_queue("deep", [new() for _ in range(3)]), clock())
+    metrics = Metrics()
+    keeper = Housekeeper(
+        storage, clock, reap_interval=0, wake_dispatcher=lambda: None, vacuum_interval=0,
+        metrics=metrics, depth_interval=0.02,
+    )  # fmt: skip
+    await keeper.start()
+    try:
+        async with asyncio.timeout(5):
+            while 'queue="deep"' not in metrics.render().decode():
+                await asyncio.sleep(0.01)
+    finally:
+        await keeper.stop()
+    assert sample(metrics.render().decode(), "workly_queue_tasks", queue="deep", status="ready") == 3
+
+
+async def test_the_route_reports_enqueues_and_deliveries(sqlite_url: str) -> None:
+    async with running_receiver(TEST_SECRET) as receiver:
+        receiver.script("/fails", [500])
+        settings = Settings(
+            database_url=sqlite_url,
+            signing_secret=TEST_SECRET,
+            outbound_allow="127.0.0.1",
+            poll_interval=0.05,
+        )
+        async with running_app(settings) as base_url, httpx.AsyncClient(base_url=base_url) as http:
+            for path in ["/ok", "/ok", "/fails"]:
+                task = {"url": receiver.url(path), "max_attempts": 1}
+                assert (await http.post("/v1/queues/m/tasks", json=task)).status_code == 201
+            await receiver.wait_for("/fails", 1)
+            await receiver.wait_for("/ok", 2)
+            async with asyncio.timeout(5):
+                while "failed" not in (text := (await http.get("/metrics")).text):
+                    await asyncio.sleep(0.05)
+            response = await http.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert sample(text, "workly_tasks_enqueued_total", queue="m") == 3
+    assert sample(text, "workly_deliveries_total", queue="m", outcome="succeeded") == 2
+    assert sample(text, "workly_deliveries_total", queue="m", outcome="failed") == 1
+    assert sample(text, "workly_delivery_duration_seconds_count", queue="m") == 3
+    assert sample(text, "workly_enqueue_to_first_attempt_seconds_count", queue="m") == 3
+    assert sample(text, "workly_deliveries_in_flight") == 0
+    assert sample(text, "workly_claim_batch_size_count") >= 1
+    assert sample(text, "workly_group_commit_size_count", kind="results") >= 1
+
+
+@pytest.mark.parametrize(("public", "status"), [(False, 401), (True, 200)])
+async def test_metrics_need_a_token_unless_public(sqlite_url: str, public: bool, status: int) -> None:
+    settings = Settings(
+        database_url=sqlite_url, signing_secret=TEST_SECRET, dispatch=False, api_tokens="t" * 20,
+        public_metrics=public,
+    )  # fmt: skip
+    async with running_app(settings) as base_url, httpx.AsyncClient(base_url=base_url) as http:
+        assert (await http.get("/metrics")).status_code == status
+        assert (
+            await http.get("/metrics", headers={"authorization": "Bearer " + "t" * 20})
+        ).status_code == 200
