@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 from urllib.parse import urlsplit, urlunsplit
@@ -16,6 +14,7 @@ import typer
 import uvicorn
 from pydantic import ValidationError
 
+from workly import logs
 from workly.config import Settings
 from workly.errors import ConfigError
 from workly.signing import Signer, generate_secret
@@ -40,10 +39,8 @@ def _settings(**overrides: object) -> Settings:
         _fail(f"invalid WORKLY_{str(first['loc'][0]).upper()}: {first['msg']}")
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
-    )
+def _configure_logging(settings: Settings) -> None:
+    logs.configure(settings.log_level, settings.log_format)
 
 
 def _dev_secret(db: Path) -> str:
@@ -76,7 +73,7 @@ def dev(
     outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow
     settings = settings.model_copy(update={"signing_secret": _dev_secret(db), "outbound_allow": outbound})
     _check_secrets(settings)
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     typer.echo(f"workly dev: database {db}")
     typer.echo(f"workly dev: signing secret {settings.signing_secrets()[0]}")
     if settings.tokens():
@@ -90,7 +87,7 @@ def dev(
     from workly.api.app import create_app
 
     app = create_app(settings, anonymous=not settings.tokens())
-    uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False, log_config=None)
 
 
 @app.command()
@@ -113,7 +110,7 @@ def serve(
         )
     if settings.database_url.startswith("sqlite:") and workers > 1:
         _fail("SQLite has a single writer: run one process (--workers 1) or use PostgreSQL")
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
     uvicorn.run(
         APP_FACTORY,
         factory=True,
@@ -122,6 +119,7 @@ def serve(
         workers=workers,
         log_level=settings.log_level,
         access_log=False,
+        log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
     )
 
 

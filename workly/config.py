@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     )
     response_snippet_bytes: int = Field(default=2048, ge=0, description="response bytes kept per attempt")
     log_level: str = Field(default="info")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text lines, or one JSON object per line (json)"
+    )
     api_tokens: str | None = Field(
         default=None,
         description="bearer tokens the API accepts, space separated (several at once for rotation); "

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from workly import __version__
+from workly import __version__, logs
 from workly.api import health, queues, tasks
 from workly.api.fast_enqueue import FastEnqueue
 from workly.api.guards import BearerTokens, RequestSizeLimit
@@ -140,5 +140,8 @@ def _log_announce_error(exc: Exception) -> None:
 
 
 def app_from_env() -> ASGIApp:
-    """uvicorn factory (``workly.api.app:app_from_env``): settings from WORKLY_* variables."""
-    return create_app(Settings())
+    """uvicorn factory (``workly.api.app:app_from_env``): settings from WORKLY_* variables.
+    Each worker process uvicorn spawns builds its app here, so it sets up logging too."""
+    settings = Settings()
+    logs.configure(settings.log_level, settings.log_format)
+    return create_app(settings)

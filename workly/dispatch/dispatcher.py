@@ -162,6 +162,7 @@ class Dispatcher:
             result.outcome,
             (outcome.finished_at - outcome.started_at).total_seconds() * 1000,
             f" error={result.error!r}" if result.error and outcome.status_code is None else "",
+            extra={"fields": _attempt_fields(task, outcome, result)},
         )
         try:
             await self._results.submit(result)
@@ -186,3 +187,17 @@ class Dispatcher:
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)
+
+
+def _attempt_fields(task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult) -> dict[str, object]:
+    """The attempt line's facts as fields, for JSON logs."""
+    return {
+        "event": "attempt",
+        "task": task.id,
+        "queue": task.queue,
+        "attempt": task.attempt,
+        "status": outcome.status_code,
+        "outcome": result.outcome,
+        "duration_ms": round((outcome.finished_at - outcome.started_at).total_seconds() * 1000, 1),
+        "error": result.error,
+    }
