@@ -16,12 +16,13 @@ from pydantic import ValidationError
 
 from workly import logs
 from workly.config import Settings
+from workly.dispatch.outbound import LOOPBACK
 from workly.errors import ConfigError
 from workly.signing import Signer, generate_secret
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Workly: HTTP delivery service.")
 APP_FACTORY = "workly.api.app:app_from_env"
-DEV_OUTBOUND_ALLOW = "127.0.0.0/8 ::1/128"  # workly dev delivers to local receivers
+DEV_OUTBOUND_ALLOW = " ".join(map(str, LOOPBACK))  # workly dev delivers to local receivers
 
 
 def _fail(reason: str) -> NoReturn:

@@ -53,10 +53,10 @@ class Enqueuer:
     async def _flush(self, requests: Sequence[Sequence[NewTask]]) -> list[list[Enqueued]]:
         stored = await self._storage.enqueue([task for tasks in requests for task in tasks], self._clock())
         self._metrics.commit_batch.labels("enqueue").observe(len(requests))
-        for entry in stored:
-            if entry.created:
-                self._metrics.enqueued.labels(entry.task.queue).inc()
-        if any(entry.created for entry in stored):
+        created = [entry.task.queue for entry in stored if entry.created]
+        for queue in created:
+            self._metrics.enqueued.labels(queue).inc()
+        if created:
             self._on_committed()
         answers, start = [], 0
         for tasks in requests:

@@ -9,7 +9,16 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from workly.api.body import encode_body
 from workly.dispatch.http_client import CONNECTION_HEADERS, request_target
@@ -194,10 +203,8 @@ class TaskIn(_Strict):
         return self._encoded
 
 
-def check_secrets(value: str | None) -> str | None:
+def check_secrets(value: str) -> str:
     """Space-separated whsec_ secrets, each decodable; the message never repeats them."""
-    if value is None:
-        return None
     secrets = value.split()
     if not secrets:
         raise ValueError("give at least one whsec_ secret, or null for none")
@@ -207,6 +214,9 @@ def check_secrets(value: str | None) -> str | None:
         except ConfigError:
             raise ValueError(f"secret {index + 1} is not a valid whsec_<base64> secret") from None
     return " ".join(secrets)
+
+
+SigningSecrets = Annotated[str, Field(max_length=4096), AfterValidator(check_secrets)]
 
 
 class TaskBatchIn(_Strict):
@@ -224,17 +234,11 @@ class QueueConfigIn(_Strict):
     timeout: float = Field(default=30.0, gt=0, le=3600)
     ordering: Literal["none", "key"] = "none"
     paused: bool = False
-    signing_secret: str | None = Field(
+    signing_secret: SigningSecrets | None = Field(
         default=None,
-        max_length=4096,
         description="whsec_ secrets (space separated, the first current) that sign this queue's "
         "deliveries instead of WORKLY_SIGNING_SECRET; write-only",
     )
-
-    @field_validator("signing_secret")
-    @classmethod
-    def _valid_secrets(cls, value: str | None) -> str | None:
-        return check_secrets(value)
 
 
 class QueuePatchIn(_Strict):
@@ -248,12 +252,7 @@ class QueuePatchIn(_Strict):
     timeout: float | None = Field(default=None, gt=0, le=3600)
     ordering: Literal["none", "key"] | None = None
     paused: bool | None = None
-    signing_secret: str | None = Field(default=None, max_length=4096, description="null removes it")
-
-    @field_validator("signing_secret")
-    @classmethod
-    def _valid_secrets(cls, value: str | None) -> str | None:
-        return check_secrets(value)
+    signing_secret: SigningSecrets | None = Field(default=None, description="null removes it")
 
     @model_validator(mode="after")
     def _no_null_except_rate_limit(self) -> QueuePatchIn:

@@ -152,7 +152,8 @@ class Dispatcher:
     async def _deliver(self, task: ClaimedTask) -> None:
         outcome = await self._deliverer.deliver(task)
         result = judge(task, outcome, self._rng)
-        self._observe(task, outcome, result)
+        seconds = (outcome.finished_at - outcome.started_at).total_seconds()
+        self._observe(task, outcome, result, seconds)
         log.info(
             "attempt task=%s queue=%s attempt=%d status=%s outcome=%s duration_ms=%.1f%s",
             task.id,
@@ -160,9 +161,9 @@ class Dispatcher:
             task.attempt,
             outcome.status_code if outcome.status_code is not None else "-",
             result.outcome,
-            (outcome.finished_at - outcome.started_at).total_seconds() * 1000,
+            seconds * 1000,
             f" error={result.error!r}" if result.error and outcome.status_code is None else "",
-            extra={"fields": _attempt_fields(task, outcome, result)},
+            extra={"fields": _attempt_fields(task, outcome, result, seconds)},
         )
         try:
             await self._results.submit(result)
@@ -170,12 +171,12 @@ class Dispatcher:
             # The task stays running under its lease; it is not lost, only late.
             log.exception("recording the result of task %s failed", task.id)
 
-    def _observe(self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult) -> None:
+    def _observe(
+        self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
+    ) -> None:
         m = self._metrics
         m.deliveries.labels(task.queue, result.outcome).inc()
-        m.delivery_seconds.labels(task.queue).observe(
-            (outcome.finished_at - outcome.started_at).total_seconds()
-        )
+        m.delivery_seconds.labels(task.queue).observe(seconds)
         if task.attempt == 1 and task.due_at is not None:
             waited = (outcome.started_at - task.due_at).total_seconds()
             m.first_attempt_latency.labels(task.queue).observe(max(0.0, waited))
@@ -189,7 +190,9 @@ class Dispatcher:
         return [summary] * len(results)
 
 
-def _attempt_fields(task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult) -> dict[str, object]:
+def _attempt_fields(
+    task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
+) -> dict[str, object]:
     """The attempt line's facts as fields, for JSON logs."""
     return {
         "event": "attempt",
@@ -198,6 +201,6 @@ def _attempt_fields(task: ClaimedTask, outcome: DeliveryOutcome, result: Attempt
         "attempt": task.attempt,
         "status": outcome.status_code,
         "outcome": result.outcome,
-        "duration_ms": round((outcome.finished_at - outcome.started_at).total_seconds() * 1000, 1),
+        "duration_ms": round(seconds * 1000, 1),
         "error": result.error,
     }
