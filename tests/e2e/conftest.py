@@ -25,6 +25,18 @@ POLL_INTERVAL = "0.2"
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 
 
+# Servers in the fault-injection tests: short polls and leases, so that what a crash or a
+# stop leaves behind comes back within seconds.
+FAST_RECOVERY_ENV = {
+    "WORKLY_SIGNING_SECRET": TEST_SECRET,
+    **TEST_SERVER_ENV,
+    "WORKLY_POLL_INTERVAL": "0.2",
+    "WORKLY_LEASE_MARGIN": "3",
+    "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
+    "WORKLY_REAP_INTERVAL": "0.2",
+}
+
+
 def clean_env(**env: str) -> dict[str, str]:
     """This process's environment without any WORKLY_* variable, plus ``env``."""
     base = {name: value for name, value in os.environ.items() if not name.startswith("WORKLY_")}

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import dev_args, drop_workly_env, serve_args
+from tests.e2e.conftest import FAST_RECOVERY_ENV, dev_args, drop_workly_env, serve_args
 from tests.support.receiver import running_receiver
 from tests.support.servers import (
     TEST_SECRET,
-    TEST_SERVER_ENV,
     api_client,
     free_port,
     wait_ready,
@@ -51,12 +50,7 @@ def server_command(
 ) -> tuple[list[str], dict[str, str], int]:
     """The CLI arguments, environment and port of a server the test starts (twice)."""
     env = {
-        "WORKLY_SIGNING_SECRET": TEST_SECRET,
-        **TEST_SERVER_ENV,
-        "WORKLY_POLL_INTERVAL": "0.2",
-        "WORKLY_LEASE_MARGIN": "3",
-        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
-        "WORKLY_REAP_INTERVAL": "0.2",
+        **FAST_RECOVERY_ENV,
         "WORKLY_LOG_LEVEL": "warning",
     }
     port = free_port()

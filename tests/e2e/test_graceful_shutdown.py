@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import dev_args, drop_workly_env
+from tests.e2e.conftest import FAST_RECOVERY_ENV, dev_args, drop_workly_env
 from tests.support.receiver import running_receiver
 from tests.support.servers import (
     TEST_SECRET,
-    TEST_SERVER_ENV,
     api_client,
     free_port,
     wait_ready,
@@ -30,13 +29,8 @@ async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
 ) -> None:
     drop_workly_env(monkeypatch)
     env = {
-        "WORKLY_SIGNING_SECRET": TEST_SECRET,
-        **TEST_SERVER_ENV,
+        **FAST_RECOVERY_ENV,
         "WORKLY_SHUTDOWN_GRACE": str(GRACE),
-        "WORKLY_LEASE_MARGIN": "3",
-        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
-        "WORKLY_REAP_INTERVAL": "0.2",
-        "WORKLY_POLL_INTERVAL": "0.2",
     }
     port = free_port()
     args, log = dev_args(tmp_path / "workly.db", port), tmp_path / "workly.log"

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import drop_workly_env, serve_args
+from tests.e2e.conftest import FAST_RECOVERY_ENV, drop_workly_env, serve_args
 from tests.support.postgres import Cluster
 from tests.support.receiver import running_receiver
-from tests.support.servers import AUTH, TEST_SECRET, TEST_SERVER_ENV, free_port, wait_ready, workly_subprocess
+from tests.support.servers import AUTH, TEST_SECRET, free_port, wait_ready, workly_subprocess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -60,12 +60,7 @@ async def test_the_service_survives_a_database_restart(
     drop_workly_env(monkeypatch)
     env = {
         "WORKLY_DATABASE_URL": cluster.url,
-        "WORKLY_SIGNING_SECRET": TEST_SECRET,
-        **TEST_SERVER_ENV,
-        "WORKLY_POLL_INTERVAL": "0.2",
-        "WORKLY_LEASE_MARGIN": "3",
-        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
-        "WORKLY_REAP_INTERVAL": "0.2",
+        **FAST_RECOVERY_ENV,
         "WORKLY_READY_STALL_SECONDS": "5",
     }
     port, log = free_port(), tmp_path / "workly.log"

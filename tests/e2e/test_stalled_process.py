@@ -11,12 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import drop_workly_env, serve_args
+from tests.e2e.conftest import FAST_RECOVERY_ENV, drop_workly_env, serve_args
 from tests.support.receiver import running_receiver
 from tests.support.servers import (
     AUTH,
     TEST_SECRET,
-    TEST_SERVER_ENV,
     api_client,
     free_port,
     wait_ready,
@@ -47,12 +46,7 @@ async def test_a_stalled_processs_late_result_is_refused(
     drop_workly_env(monkeypatch)
     env = {
         "WORKLY_DATABASE_URL": database_url,
-        "WORKLY_SIGNING_SECRET": TEST_SECRET,
-        **TEST_SERVER_ENV,
-        "WORKLY_POLL_INTERVAL": "0.2",
-        "WORKLY_LEASE_MARGIN": "3",
-        "WORKLY_DB_TIMEOUT": "1",  # the shortest statement bound a 3 s margin allows
-        "WORKLY_REAP_INTERVAL": "0.2",
+        **FAST_RECOVERY_ENV,
     }
     port_a, port_b = free_port(), free_port()
     async with running_receiver(TEST_SECRET) as receiver:
