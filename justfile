@@ -7,7 +7,7 @@ venv := ".venv/bin"
 dev *args:
     {{venv}}/workly dev {{args}}
 
-# Run in production mode (needs WORKLY_DATABASE_URL and WORKLY_SIGNING_SECRET)
+# Run in production mode (needs WORKLY_DATABASE_URL, WORKLY_SIGNING_SECRET and WORKLY_API_TOKENS)
 serve *args:
     {{venv}}/workly serve {{args}}
 

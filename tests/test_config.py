@@ -24,3 +24,14 @@ def test_a_margin_shorter_than_three_database_timeouts_is_refused(margin: float,
         ValidationError, match=r"WORKLY_LEASE_MARGIN .* must be at least 3 times WORKLY_DB_TIMEOUT"
     ):
         Settings(lease_margin=margin, db_timeout=db_timeout)
+
+
+@pytest.mark.parametrize(("given", "level"), [("INFO", "info"), ("Debug", "debug"), ("warning", "warning")])
+def test_log_levels_are_read_in_any_case(given: str, level: str) -> None:
+    assert Settings(log_level=given).log_level == level
+
+
+@pytest.mark.parametrize("given", ["verbose", "trace", ""])
+def test_unknown_log_levels_are_refused(given: str) -> None:
+    with pytest.raises(ValidationError, match="log_level"):
+        Settings(log_level=given)

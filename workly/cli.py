@@ -1,28 +1,33 @@
-"""The ``workly`` command: dev, serve, migrate."""
+"""The ``workly`` command: dev, serve, migrate, secret; and the client commands (workly/client)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import typer
-import uvicorn
-from pydantic import ValidationError
 
 from workly import logs
-from workly.config import Settings
+from workly.client import commands as client_commands
 from workly.dispatch.outbound import LOOPBACK
 from workly.errors import ConfigError
 from workly.signing import Signer, generate_secret
 
+if TYPE_CHECKING:
+    from workly.config import Settings
+
+# The server's modules (uvicorn, the database drivers, pydantic-settings) are imported by the
+# server commands that use them, so the client commands (`workly tasks`, …) start quickly.
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Workly: HTTP delivery service.")
 APP_FACTORY = "workly.api.app:app_from_env"
 DEV_OUTBOUND_ALLOW = " ".join(map(str, LOOPBACK))  # workly dev delivers to local receivers
+client_commands.register(app)
 
 
 def _fail(reason: str) -> NoReturn:
@@ -31,6 +36,10 @@ def _fail(reason: str) -> NoReturn:
 
 
 def _settings(**overrides: object) -> Settings:
+    from pydantic import ValidationError
+
+    from workly.config import Settings
+
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -84,7 +93,12 @@ def dev(
             "workly dev: no API authentication (development mode; set WORKLY_API_TOKENS to require one)"
         )
     typer.echo(f"workly dev: deliveries may reach public addresses and {outbound or 'nothing else'}")
-    typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs)")
+    typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs, dashboard at /ui)")
+    # One process: its metrics need no shared files, and a directory left in the
+    # environment by some earlier `workly serve` setup must not break the start.
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    import uvicorn
+
     from workly.api.app import create_app
 
     app = create_app(settings, anonymous=not settings.tokens())
@@ -97,7 +111,7 @@ def serve(
     port: Annotated[int, typer.Option(help="port to listen on")] = 7337,
     workers: Annotated[int, typer.Option(min=1, help="processes, each with API and dispatcher")] = 1,
 ) -> None:
-    """Run in production: needs WORKLY_DATABASE_URL and WORKLY_SIGNING_SECRET."""
+    """Run in production: needs WORKLY_DATABASE_URL, WORKLY_SIGNING_SECRET and WORKLY_API_TOKENS."""
     settings = _settings()
     if not settings.database_url:
         _fail("WORKLY_DATABASE_URL is not set (postgresql://user@host/db or sqlite:///path)")
@@ -111,22 +125,52 @@ def serve(
         )
     if settings.database_url.startswith("sqlite:") and workers > 1:
         _fail("SQLite has a single writer: run one process (--workers 1) or use PostgreSQL")
+    # Several workers share their metrics through prometheus_client's multiprocess mode
+    # (workly/metrics.py). prometheus_client reads the variable when a process imports it,
+    # so it goes into the environment here, before uvicorn spawns the workers; and the
+    # directory must start empty. Not imported from workly.metrics: that would import
+    # prometheus_client into this process too.
+    multiproc_env = "PROMETHEUS_MULTIPROC_DIR"
+    metrics_dir = os.environ.get(multiproc_env)
+    own_metrics_dir = None
+    if metrics_dir is not None:  # the user's: wiped of an earlier run's files, kept at exit
+        if not metrics_dir or not os.path.isdir(metrics_dir):
+            _fail(f"{multiproc_env}={metrics_dir!r} is not a directory")
+        try:
+            for stale in Path(metrics_dir).glob("*.db"):
+                stale.unlink()
+        except OSError as exc:
+            _fail(f"cannot empty {multiproc_env}={metrics_dir}: {exc}")
+    elif workers > 1:
+        own_metrics_dir = tempfile.mkdtemp(prefix="workly-metrics-")  # mode 0700, this user's
+        os.environ[multiproc_env] = own_metrics_dir
     _configure_logging(settings)
-    uvicorn.run(
-        APP_FACTORY,
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=settings.log_level,
-        access_log=False,
-        log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
-    )
+    import uvicorn
+
+    try:
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=settings.log_level,
+            access_log=False,
+            log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
+        )
+    finally:  # uvicorn has joined its workers by now
+        if own_metrics_dir is not None:
+            del os.environ[multiproc_env]
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
 @app.command()
 def migrate() -> None:
     """Apply pending migrations to WORKLY_DATABASE_URL and exit."""
+    import sqlite3
+
+    import asyncpg
+
     settings = _settings()
     if not settings.database_url:
         _fail("WORKLY_DATABASE_URL is not set")

@@ -69,7 +69,9 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="/health/ready fails when the dispatcher has not ticked for this long"
     )
     response_snippet_bytes: int = Field(default=2048, ge=0, description="response bytes kept per attempt")
-    log_level: str = Field(default="info")
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = Field(
+        default="info", description="critical, error, warning, info or debug (any case)"
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text lines, or one JSON object per line (json)"
     )
@@ -94,6 +96,11 @@ class Settings(BaseSettings):
         le=1024 * 1024 * 1024,
         description="largest API request body, in bytes; refused (413) before it is read whole",
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_in_any_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("database_url")
     @classmethod

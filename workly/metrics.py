@@ -3,23 +3,44 @@
 The enqueuer, the dispatcher and the housekeeper each get the Metrics object and record
 what they did; nothing here touches the database on a scrape. Queue depth by status comes
 from a periodic query (``QueueDepths``), not from a count per scrape.
+
+Several worker processes (``workly serve --workers N``) share their metrics through
+prometheus_client's multiprocess mode: ``workly serve`` sets ``PROMETHEUS_MULTIPROC_DIR``
+before uvicorn spawns the workers, prometheus_client (which reads the variable when it is
+imported) then keeps every value in a per-process file there, and a scrape of any worker
+merges the files of all of them. Without the variable each app keeps its own registry.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from workly.models import TASK_STATUSES, Queue
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _BATCH = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 
 class Metrics:
     def __init__(self) -> None:
+        # Read here, not at import: tests build apps in one process without the variable.
+        self.multiprocess_dir = os.environ.get(MULTIPROC_DIR_ENV)
+        if self.multiprocess_dir is not None and values.ValueClass is values.MutexValue:
+            raise RuntimeError(
+                f"{MULTIPROC_DIR_ENV} was set after prometheus_client was imported: "
+                "set it before the process starts"
+            )
+        self._depth_labels: set[tuple[str, str]] = set()
+        # In multiprocess mode the values live in the files, whatever registry holds the
+        # metrics; this registry is then only used to build them (render reads the files).
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.enqueued = Counter("workly_tasks_enqueued", "Tasks stored by the API", ["queue"], registry=r)
@@ -36,8 +57,9 @@ class Metrics:
             ["queue"], buckets=_SECONDS, registry=r,
         )  # fmt: skip
         self.in_flight = Gauge(
-            "workly_deliveries_in_flight", "Deliveries in flight in this process", registry=r
-        )
+            "workly_deliveries_in_flight", "Deliveries in flight", registry=r,
+            multiprocess_mode="livesum",  # each process's own count, summed over the live ones
+        )  # fmt: skip
         self.claim_batch = Histogram(
             "workly_claim_batch_size", "Tasks per claim that claimed any", buckets=_BATCH, registry=r
         )
@@ -51,16 +73,75 @@ class Metrics:
         self.reaped = Counter(
             "workly_tasks_reaped", "Tasks returned by the reaper after their lease expired", registry=r
         )
+        # Every process measures the same database: the latest measurement of a live process
+        # wins. "mostrecent" needs prometheus-client 0.18 (pyproject requires 0.20, so no
+        # "max" fallback); the live variant also drops what a dead worker measured last (see
+        # _forget_dead_processes), such as a queue deleted after it died.
         self.queue_depth = Gauge(
             "workly_queue_tasks", "Tasks per queue and status (refreshed periodically)", ["queue", "status"],
-            registry=r,
+            registry=r, multiprocess_mode="livemostrecent",
         )  # fmt: skip
 
     def set_queue_depths(self, queues: Iterable[Queue]) -> None:
-        self.queue_depth.clear()  # a deleted queue disappears from the scrape
+        measured: set[tuple[str, str]] = set()
         for queue in queues:
             for status in TASK_STATUSES:
                 self.queue_depth.labels(queue.name, status).set(queue.counts.get(status, 0))
+                measured.add((queue.name, status))
+        for labels in self._depth_labels - measured:  # a deleted queue
+            if self.multiprocess_dir is None:
+                self.queue_depth.remove(*labels)  # disappears from the scrape
+            else:
+                # A value in the shared files cannot be removed (prometheus_client supports
+                # no remove or clear there): the deleted queue reads 0 until the restart.
+                self.queue_depth.labels(*labels).set(0)
+        self._depth_labels = measured
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        _forget_dead_processes(self.multiprocess_dir)
+        registry = CollectorRegistry()  # fresh per scrape, as prometheus_client prescribes
+        MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+
+
+# gauge_<live mode>_<pid>.db: the files mark_process_dead removes.
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]+_(\d+)\.db")
+
+
+def _forget_dead_processes(path: str) -> None:
+    """Drop the live gauges (in flight, queue depth) of worker processes that are gone.
+
+    prometheus_client's docs call ``mark_process_dead(pid)`` from gunicorn's ``child_exit``
+    hook, in the master. uvicorn's supervisor has no such hook, and a worker that crashes or
+    is killed runs no code of its own on the way out, so each scrape does it instead: any
+    process whose live-gauge file is in the directory but that no longer exists is marked
+    dead. That covers graceful exits, crashes, SIGHUP restarts and uvicorn's replacement of
+    a dead worker alike (a worker that exited counts until uvicorn reaps it, within about a
+    second). Counters and histograms of a dead worker stay: what it counted still counts.
+    The directory belongs to this `workly serve` alone, so each PID in it is one of its
+    workers (a PID reused by another process only delays the cleanup).
+    """
+    pids = set()
+    for name in os.listdir(path):
+        match = _LIVE_GAUGE_FILE.fullmatch(name)
+        if match:
+            pids.add(int(match.group(1)))
+    for pid in pids - {os.getpid()}:
+        if not _alive(pid):
+            # FileNotFoundError: another worker's scrape got there first; the next scrape finishes.
+            with contextlib.suppress(FileNotFoundError):
+                mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":
+        return True  # signal 0 is CTRL_C_EVENT there
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, under another user
+    return True

@@ -8,6 +8,7 @@ from typing import Literal
 
 from workly.errors import InvalidQueueConfig
 
+QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # a regex: fullmatch it, or anchor it where used
 TaskStatus = Literal["ready", "running", "succeeded", "failed", "canceled"]
 TASK_STATUSES: tuple[TaskStatus, ...] = ("ready", "running", "succeeded", "failed", "canceled")
 Ordering = Literal["none", "key"]

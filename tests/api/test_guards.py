@@ -55,7 +55,7 @@ async def stored_count(http: httpx.AsyncClient) -> int:
 async def test_without_a_valid_token_every_route_is_401(
     guarded: httpx.AsyncClient, headers: dict[str, str]
 ) -> None:
-    for method, path in [("POST", "/v1/queues/q/tasks"), ("GET", "/v1/queues"), ("GET", "/docs")]:
+    for method, path in [("POST", "/v1/queues/q/tasks"), ("GET", "/v1/queues"), ("GET", "/openapi.json")]:
         response = await guarded.request(method, path, headers=headers, json={"url": HOOK})
         body = assert_problem(response, 401, "unauthorized")
         assert response.headers["www-authenticate"] == 'Bearer realm="workly"'

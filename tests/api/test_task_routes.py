@@ -384,3 +384,39 @@ async def test_invalid_list_parameters_are_422(api: Api, params: dict[str, Any])
 
 async def test_listing_an_unknown_queue_is_404(api: Api) -> None:
     assert_problem(await api.http.get("/v1/queues/nope/tasks"), 404, "not-found")
+
+
+# --- listing across queues (GET /v1/tasks) ---------------------------------------------------
+
+
+async def list_all(api: Api, **params: Any) -> dict[str, Any]:
+    response = await api.http.get("/v1/tasks", params=params)
+    assert response.status_code == 200, response.text
+    page: dict[str, Any] = response.json()
+    return page
+
+
+async def test_list_all_spans_queues_newest_first_with_filters(api: Api) -> None:
+    created = [(queue, (await api.enqueue(queue))["id"]) for queue in ("a", "b", "a", "c", "b")]
+    canceled = created[1][1]
+    assert (await api.http.post(f"/v1/tasks/{canceled}/cancel")).status_code == 200
+    assert ids((await list_all(api))["tasks"]) == [task_id for _, task_id in reversed(created)]
+    assert ids((await list_all(api, status="canceled"))["tasks"]) == [canceled]
+    assert ids((await list_all(api, queue="a"))["tasks"]) == [created[2][1], created[0][1]]
+    assert ids((await list_all(api, queue="b", status="ready"))["tasks"]) == [created[4][1]]
+    first = await list_all(api, limit=2)
+    rest = await list_all(api, limit=10, cursor=first["next_cursor"])
+    assert ids(first["tasks"]) + ids(rest["tasks"]) == [task_id for _, task_id in reversed(created)]
+    assert rest["next_cursor"] is None
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"queue": "bad name"}, {"queue": "a\n"}, {"queue": "x" * 129}, {"status": "done"}, {"limit": 0}],
+)
+async def test_list_all_refuses_bad_filters(api: Api, params: dict[str, Any]) -> None:
+    assert_problem(await api.http.get("/v1/tasks", params=params), 422, "validation")
+
+
+async def test_list_all_of_an_unknown_queue_is_404(api: Api) -> None:
+    assert_problem(await api.http.get("/v1/tasks", params={"queue": "nope"}), 404, "not-found")

@@ -89,6 +89,18 @@ def workly_server(
 
 
 @pytest.fixture
+def dev_server_with_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorklyServer]:
+    """`workly dev` with WORKLY_API_TOKENS set: for tests of what only speaks the API (the client
+    commands, the dashboard), where one backend is enough and the token checks should run."""
+    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, **TEST_SERVER_ENV, "WORKLY_POLL_INTERVAL": POLL_INTERVAL}
+    port = free_port()
+    drop_workly_env(monkeypatch)
+    log = tmp_path / "workly-dev.log"
+    with workly_process(dev_args(tmp_path / "workly.db", port), env, port, log) as base_url:
+        yield WorklyServer("dev", base_url, log)
+
+
+@pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     async with running_receiver(TEST_SECRET) as running:
         yield running

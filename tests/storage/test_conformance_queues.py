@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
@@ -117,6 +118,28 @@ async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: FakeClo
         await storage.list_tasks("missing", None, 3, None)
 
 
+async def test_list_tasks_of_every_queue_newest_first_in_pages(storage: Storage, clock: FakeClock) -> None:
+    # Interleaved over three queues, so a merge that pages per queue would show out of order.
+    tasks = [(queue, new()) for _ in range(4) for queue in ("a", "b", "c")]
+    for queue, task in tasks:
+        await storage.enqueue(in_queue(queue, [task]), clock())
+    for _, task in tasks[::4]:  # one of each queue
+        await storage.cancel_task(task.id, clock())
+    newest_first = [task.id for _, task in reversed(tasks)]
+    for status, expected in ((None, newest_first), ("canceled", [t.id for _, t in reversed(tasks[::4])])):
+        seen, cursor = [], None
+        while True:
+            page, cursor = await storage.list_tasks(None, status, 5, cursor)
+            seen.extend(t.id for t in page)
+            assert len(page) <= 5
+            if cursor is None:
+                break
+        assert seen == expected, status
+    ready, _ = await storage.list_tasks(None, "ready", 100, None)
+    assert {t.queue for t in ready} == {"a", "b", "c"} and all(t.status == "ready" for t in ready)
+    assert await storage.list_tasks(None, "failed", 5, None) == ([], None)
+
+
 async def test_concurrent_claimers_never_share_a_task(
     storage: Storage, database_url: str, clock: FakeClock
 ) -> None:
@@ -169,3 +192,26 @@ async def test_a_queue_signing_secret_is_stored_and_handed_to_claims(
     assert claimed.signing_secret == secret
     cleared = await storage.update_queue("q", {"signing_secret": None}, clock())
     assert cleared.config.signing_secret is None
+
+
+async def test_delivered_since_counts_recent_successes_per_queue(storage: Storage, clock: FakeClock) -> None:
+    for queue in ("a", "b"):
+        await storage.put_queue(queue, QueueConfig(max_concurrency=100, max_attempts=1), clock())
+
+    async def deliver(queue: str, outcomes: list[str]) -> None:
+        await storage.enqueue(in_queue(queue, [new() for _ in outcomes]), clock())
+        claimed = (await storage.claim_tasks(100, clock(), token(), 30.0)).tasks
+        results = [
+            result_for(c, clock(), o, 200 if o == "succeeded" else 500)
+            for c, o in zip(claimed, outcomes, strict=True)
+        ]
+        await storage.record_results(results, clock())
+
+    await deliver("a", ["succeeded", "succeeded"])
+    since = clock.advance(60)
+    await deliver("a", ["succeeded", "failed"])
+    await deliver("b", ["succeeded", "succeeded", "succeeded"])
+    await storage.enqueue(in_queue("a", [new()]), clock())  # ready: not delivered
+    assert await storage.delivered_since(since) == {"a": 1, "b": 3}
+    assert await storage.delivered_since(since - timedelta(seconds=61)) == {"a": 3, "b": 3}
+    assert await storage.delivered_since(clock.advance(1)) == {}

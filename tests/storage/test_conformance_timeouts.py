@@ -19,7 +19,7 @@ import pytest
 from tests.storage.helpers import new
 from tests.support.clock import FakeClock
 from workly.storage import open_storage
-from workly.storage.availability import UNAVAILABLE
+from workly.storage.availability import UNAVAILABLE, is_unavailable
 from workly.storage.sqlite import sqlite_path
 
 DB_TIMEOUT = 0.2
@@ -66,3 +66,11 @@ async def test_a_blocked_write_gives_up_after_the_database_timeout(
         assert [t.id for t in listed] == [later.id]
     finally:
         await storage.close()
+
+
+def test_running_out_of_database_resources_counts_as_unavailable() -> None:
+    # PostgreSQL's class 53 (too many connections, disk full, out of memory) passes: the
+    # API answers 503 and results are retried, instead of a 500 and a redelivery later.
+    assert is_unavailable(asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"))
+    assert is_unavailable(asyncpg.exceptions.DiskFullError("could not extend file"))
+    assert not is_unavailable(asyncpg.exceptions.UniqueViolationError("duplicate key"))

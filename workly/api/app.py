@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from workly import __version__, logs
-from workly.api import health, queues, tasks
+from workly.api import health, queues, reference, tasks
+from workly.api.browser_guards import LocalHostsOnly, SameOriginWrites
 from workly.api.fast_enqueue import FastEnqueue
 from workly.api.guards import BearerTokens, RequestSizeLimit
 from workly.api.problems import install_problem_handlers
 from workly.api.runtime import Runtime
+from workly.api.tokens import TokenSet
 from workly.batching import CoalescedCall
 from workly.clock import Clock, system_clock
 from workly.config import Settings
@@ -27,6 +30,7 @@ from workly.housekeeping import Housekeeper
 from workly.metrics import Metrics
 from workly.signing import Signer
 from workly.storage import open_storage
+from workly.ui.pages import install_dashboard
 
 log = logging.getLogger("workly")
 
@@ -109,25 +113,49 @@ def create_app(settings: Settings, clock: Clock = system_clock, *, anonymous: bo
         version=__version__,
         summary="HTTP delivery service: webhook dispatcher and HTTP task queue",
         lifespan=lifespan,
+        docs_url=None,  # workly/api/reference.py serves /docs
+        redoc_url=None,
     )
     install_problem_handlers(app)
     app.include_router(tasks.router)
     app.include_router(queues.router)
     app.include_router(health.router)
     app.include_router(health.metrics_router)
-    return _guarded(FastEnqueue(app, lambda: app.state.runtime), settings)
+    app.include_router(reference.router)
+    tokens = TokenSet(settings.tokens())
+    install_dashboard(app, tokens)
+    if tokens:
+        _declare_bearer_auth(app)
+    return _guarded(FastEnqueue(app, lambda: app.state.runtime), settings, tokens)
 
 
-def _guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
-    """Tokens first (an unknown caller cannot make the server read a body), then the size limit."""
+def _declare_bearer_auth(app: FastAPI) -> None:
+    """Say in the OpenAPI schema that the API takes a bearer token, so the Authorize button of
+    /docs sends it with every "Try it out"."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()  # FastAPI's schema, cached in app.openapi_schema
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "one of WORKLY_API_TOKENS"}
+            }
+            schema["security"] = [{"bearer": []}]
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet) -> ASGIApp:
+    """Header checks first (a refused caller cannot make the server read a body), then the
+    size limit. Without tokens (`workly dev`) only IP addresses and localhost are answered."""
     limited = RequestSizeLimit(app, settings.max_request_bytes)
-    tokens = settings.tokens()
     if not tokens:
-        return limited  # anonymous: workly dev without WORKLY_API_TOKENS
+        return LocalHostsOnly(SameOriginWrites(limited))
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )
-    return BearerTokens(limited, tokens, public)
+    return SameOriginWrites(BearerTokens(limited, tokens, public))
 
 
 def _nobody() -> None:

@@ -23,9 +23,11 @@ from workly.api.request_body import read_body, replay
 from workly.api.runtime import Runtime
 from workly.api.schemas import TaskIn
 from workly.api.tasks import store_one
+from workly.models import QUEUE_NAME
 
-_PATH = re.compile(r"^/v1/queues/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/tasks$")
-_IDEMPOTENCY_KEY = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")
+# fullmatch, never match with ^…$: "$" also matches before a final newline.
+_PATH = re.compile(f"/v1/queues/({QUEUE_NAME})/tasks")
+_IDEMPOTENCY_KEY = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
 
 
 class FastEnqueue:
@@ -37,7 +39,7 @@ class FastEnqueue:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
-        match = _PATH.match(scope["path"])
+        match = _PATH.fullmatch(scope["path"])
         if match is None:
             await self._app(scope, receive, send)
             return
@@ -65,7 +67,7 @@ def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None
             idempotency_key = value.decode("latin-1")
     if content_type is None or not is_json_type(content_type):
         return None, None
-    if idempotency_key is not None and not _IDEMPOTENCY_KEY.match(idempotency_key):
+    if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
         return None, None
     try:
         task = TaskIn.model_validate_json(body)

@@ -6,50 +6,87 @@ a body, and no body larger than the limit is ever held in memory whole.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import contextlib
+import time
+from collections.abc import Callable
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import quote
 
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workly.api.problems import problem
 from workly.api.request_body import BodyTooLarge, read_body, replay
+from workly.api.tokens import TokenSet
 
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+SESSION_COOKIE = "workly_session"  # set by the dashboard's login page
+REFERENCE_PATHS = frozenset({"/docs", "/docs/swagger-init.js", "/openapi.json"})
+DASHBOARD_PUBLIC = ("/ui/login", "/ui/logout", "/ui/assets")
 
 
 class BearerTokens:
-    """``Authorization: Bearer <token>`` with one of ``tokens``, compared in constant time
-    (every token is compared, so the time does not tell which one nearly matched)."""
+    """Every request but those to ``public_paths`` needs ``Authorization: Bearer <token>``.
 
-    def __init__(self, app: ASGIApp, tokens: list[str], public_paths: tuple[str, ...]) -> None:
+    Browsers cannot send one, so the dashboard (/ui) and the API reference (/docs,
+    /openapi.json) also open with the dashboard's session cookie (workly/api/tokens.py); a
+    browser without either that asks for a page is sent to the login page. Only the login
+    page, log out and the stylesheet are open to all. Both checks read headers only: no
+    body is read before the caller is known."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenSet,
+        public_paths: tuple[str, ...],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._app = app
-        self._tokens = [hashlib.sha256(token.encode()).digest() for token in tokens]
-        self._public = public_paths
+        self._tokens = tokens
+        self._public = (*public_paths, *DASHBOARD_PUBLIC)
+        self._clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" or self._is_public(scope["path"]) or self._authorized(scope):
+        if scope["type"] == "lifespan" or self._allowed(scope):
             await self._app(scope, receive, send)
             return
         if scope["type"] != "http":  # a websocket (none is served): closed, policy violation
             await send({"type": "websocket.close", "code": 1008})
             return
+        path = scope["path"]
+        if scope["method"] in ("GET", "HEAD") and (_is_under(path, ("/ui",)) or path == "/docs"):
+            query = scope["query_string"].decode("latin-1")
+            after = quote(path + (f"?{query}" if query else ""), safe="")
+            await RedirectResponse(f"/ui/login?next={after}", status_code=303)(scope, receive, send)
+            return
         response = problem(401, "Send a valid API token: Authorization: Bearer <token>.", "unauthorized")
         response.headers["www-authenticate"] = 'Bearer realm="workly"'
         await response(scope, receive, send)
 
-    def _is_public(self, path: str) -> bool:
-        return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in self._public)
-
-    def _authorized(self, scope: Scope) -> bool:
-        header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
-        if header is None or header[:7].lower() != b"bearer ":
+    def _allowed(self, scope: Scope) -> bool:
+        path = scope["path"]
+        if _is_under(path, self._public) or self._tokens.authorizes(scope["headers"]):
+            return True
+        if not (_is_under(path, ("/ui",)) or path in REFERENCE_PATHS):
             return False
-        # Digests of equal length: the comparison's time tells nothing, not even the length.
-        offered = hashlib.sha256(header[7:].strip()).digest()
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(offered, token)
-        return matched
+        cookie = session_cookie(scope["headers"])
+        return cookie is not None and self._tokens.is_session(cookie, self._clock())
+
+
+def session_cookie(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The dashboard's session cookie in the request's Cookie headers, if any."""
+    for name, value in headers:
+        if name == b"cookie":
+            cookies: SimpleCookie = SimpleCookie()
+            with contextlib.suppress(CookieError):
+                cookies.load(value.decode("latin-1"))
+            if SESSION_COOKIE in cookies:
+                return cookies[SESSION_COOKIE].value
+    return None
+
+
+def _is_under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in prefixes)
 
 
 class RequestSizeLimit:

@@ -42,6 +42,7 @@ async def ready(rt: Rt) -> JSONResponse:
 metrics_router = APIRouter(tags=["health"])
 
 
-@metrics_router.get("/metrics", summary="Prometheus metrics of this process")
+@metrics_router.get("/metrics", summary="Prometheus metrics, merged over the workers of workly serve")
 async def metrics(rt: Rt) -> Response:
+    # Under `workly serve --workers N` any worker answers, with the merged metrics of all of them.
     return Response(rt.metrics.render(), media_type=CONTENT_TYPE)

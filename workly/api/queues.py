@@ -11,11 +11,11 @@ from workly.api import representation as rep
 from workly.api.problems import problem
 from workly.api.runtime import Runtime, get_runtime
 from workly.api.schemas import QueueConfigIn, QueuePatchIn
-from workly.models import QueueConfig, check_queue_config
+from workly.models import QUEUE_NAME, QueueConfig, check_queue_config
 
 router = APIRouter(prefix="/v1/queues", tags=["queues"])
 
-QueuePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128)]
+QueuePath = Annotated[str, Path(pattern=f"^{QUEUE_NAME}$", max_length=128)]
 Rt = Annotated[Runtime, Depends(get_runtime)]
 
 

@@ -30,7 +30,8 @@ RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 MAX_BATCH = 1000
 MAX_HEADERS = 64
-_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# fullmatch, never match with ^…$: "$" also matches before a final newline ("a\n").
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Control characters other than tab cannot travel in a header value (CR and LF would
 # even split the request, NEL splits lines for some readers); Workly sends header values
 # as latin-1, as HTTP/1.1 does.
@@ -137,7 +138,7 @@ class TaskIn(_Strict):
             raise ValueError(f"at most {MAX_HEADERS} headers")
         lowered: set[str] = set()
         for name, header_value in value.items():
-            if not _HEADER_NAME.match(name):
+            if not _HEADER_NAME.fullmatch(name):
                 raise ValueError(f"invalid header name {name!r}")
             if _FORBIDDEN_VALUE_CHARS.search(header_value):
                 raise ValueError(f"header {name!r} contains a control character (CR, LF, NUL, …)")

@@ -15,12 +15,12 @@ from workly.api.problems import problem, unsupported_media_type
 from workly.api.runtime import Runtime, get_runtime
 from workly.api.schemas import TaskBatchIn, TaskIn, inline_json_schema
 from workly.errors import TaskNotFound, TooLarge
-from workly.models import TaskStatus
+from workly.models import QUEUE_NAME, TaskStatus
 
 router = APIRouter(prefix="/v1", tags=["tasks"])
 _TASK_BODY = {"required": True, "content": {"application/json": {"schema": inline_json_schema(TaskIn)}}}
 
-QueuePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128)]
+QueuePath = Annotated[str, Path(pattern=f"^{QUEUE_NAME}$", max_length=128)]
 
 
 def _task_id(task_id: Annotated[str, Path(max_length=64)]) -> str:
@@ -87,13 +87,30 @@ async def enqueue_batch(queue: QueuePath, batch: TaskBatchIn, rt: Rt) -> JSONRes
     return JSONResponse({"tasks": [rep.task_json(entry.task) for entry in stored]}, status_code=201)
 
 
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Cursor = Annotated[str | None, Query(max_length=64)]
+
+
 @router.get("/queues/{queue}/tasks", summary="List a queue's tasks, newest first")
 async def list_tasks(
-    queue: QueuePath,
+    queue: QueuePath, rt: Rt, status: TaskStatus | None = None, limit: Limit = 50, cursor: Cursor = None
+) -> JSONResponse:
+    return await _task_page(rt, queue, status, limit, cursor)
+
+
+@router.get("/tasks", summary="List tasks of every queue (or of one), newest first")
+async def list_all_tasks(
     rt: Rt,
+    queue: Annotated[str | None, Query(pattern=f"^{QUEUE_NAME}$", max_length=128)] = None,
     status: TaskStatus | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> JSONResponse:
+    return await _task_page(rt, queue, status, limit, cursor)
+
+
+async def _task_page(
+    rt: Runtime, queue: str | None, status: TaskStatus | None, limit: int, cursor: str | None
 ) -> JSONResponse:
     before = None
     if cursor is not None:

@@ -15,6 +15,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
     asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up, crashed
+    asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full, out of memory
     sqlite3.OperationalError,  # locked, busy, disk I/O
 )
 

@@ -72,9 +72,10 @@ class Storage(Protocol):
     async def get_task(self, task_id: str) -> Task | None: ...
 
     async def list_tasks(
-        self, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
+        self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
-        """Tasks of a queue, newest first; the int is the cursor for the next page."""
+        """Tasks of a queue (of every queue when ``queue`` is None), newest first, optionally
+        of one status; the int is the cursor for the next page. Raises QueueNotFound."""
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         """Attempts of a task, oldest first. Raises TaskNotFound."""
@@ -130,6 +131,10 @@ class Storage(Protocol):
     async def get_queue(self, name: str) -> Queue | None: ...
 
     async def list_queues(self) -> list[Queue]: ...
+
+    async def delivered_since(self, since: datetime) -> dict[str, int]:
+        """Per queue, how many tasks succeeded at or after ``since`` (and are still stored):
+        the dashboard's recent throughput. Reads only the succeeded rows in that window."""
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         """Create or replace a queue's config; the bool is True when it was created."""

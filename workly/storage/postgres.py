@@ -195,13 +195,18 @@ class PostgresStorage:
         return None if row is None else rows.task_from_row(row, _DECODERS)
 
     async def list_tasks(
-        self, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
+        self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
+        before = _MAX_SEQ if before_seq is None else before_seq
         async with self._pool.acquire() as conn:
-            if await conn.fetchrow(self._q.get_queue, queue) is None:
+            if queue is None:
+                if status is None:
+                    found = await conn.fetch(self._q.list_all_tasks, before, limit + 1)
+                else:
+                    found = await conn.fetch(self._q.list_all_tasks_by_status, status, before, limit + 1)
+            elif await conn.fetchrow(self._q.get_queue, queue) is None:
                 raise QueueNotFound(queue)
-            before = _MAX_SEQ if before_seq is None else before_seq
-            if status is None:
+            elif status is None:
                 found = await conn.fetch(self._q.list_tasks, queue, before, limit + 1)
             else:
                 found = await conn.fetch(self._q.list_tasks_by_status, queue, status, before, limit + 1)
@@ -293,6 +298,10 @@ class PostgresStorage:
         return [
             rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS) for row in found
         ]
+
+    async def delivered_since(self, since: datetime) -> dict[str, int]:
+        async with self._pool.acquire() as conn:
+            return {row["queue"]: row["n"] for row in await conn.fetch(self._q.delivered_since, since)}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         created = await self._pool.fetchval(self._q.put_queue, name, *_config_values(config), now)

@@ -132,7 +132,7 @@ class SqliteStorage:
         return await self._reader.run(_get_task, task_id)
 
     async def list_tasks(
-        self, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
+        self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
         return await self._reader.run(_list_tasks, queue, status, limit, before_seq)
 
@@ -184,6 +184,10 @@ class SqliteStorage:
 
     async def list_queues(self) -> list[Queue]:
         return await self._reader.run(_list_queues)
+
+    async def delivered_since(self, since: datetime) -> dict[str, int]:
+        found = await self._reader.run(_fetchall, _Q.delivered_since, {"since": to_us(since)})
+        return {row["queue"]: row["n"] for row in found}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         return await self._writer.transaction(self._acknowledged, _put_queue, name, config, to_us(now))
@@ -271,17 +275,31 @@ def _get_task(db: Db, task_id: str) -> Task | None:
 
 
 def _list_tasks(
-    db: Db, queue: str, status: TaskStatus | None, limit: int, before_seq: int | None
+    db: Db, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
 ) -> tuple[list[Task], int | None]:
-    if _fetchone(db, _Q.get_queue, {"name": queue}) is None:
-        raise QueueNotFound(queue)
     params = {
         "queue": queue,
         "status": status,
         "before": _MAX_SEQ if before_seq is None else before_seq,
         "limit": limit + 1,
     }
-    found = _fetchall(db, _Q.list_tasks if status is None else _Q.list_tasks_by_status, params)
+    if queue is None and status is None:
+        found = _fetchall(db, _Q.list_all_tasks, params)
+    elif queue is None:
+        # Each queue's newest matches from tasks_queue_status, merged: as PostgreSQL's
+        # lateral join does, so a rare status is found without scanning the table.
+        seqs: list[int] = []
+        for (name,) in db.execute(_Q.list_all_tasks_by_status_queues).fetchall():
+            seqs += [
+                row["seq"]
+                for row in _fetchall(db, _Q.list_all_tasks_by_status_seqs, {**params, "queue": name})
+            ]
+        newest = sorted(seqs, reverse=True)[: limit + 1]
+        found = _fetchall(db, _Q.list_all_tasks_by_status_rows, {"seqs": json.dumps(newest)})
+    elif _fetchone(db, _Q.get_queue, {"name": queue}) is None:
+        raise QueueNotFound(queue)
+    else:
+        found = _fetchall(db, _Q.list_tasks if status is None else _Q.list_tasks_by_status, params)
     page = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
     return page, (found[limit - 1]["seq"] if len(found) > limit else None)
 

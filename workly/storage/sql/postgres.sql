@@ -57,6 +57,21 @@ SELECT * FROM task_view WHERE queue = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3
 -- name: list_tasks_by_status
 SELECT * FROM task_view WHERE queue = $1 AND status = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4;
 
+-- name: list_all_tasks
+SELECT * FROM task_view WHERE seq < $1 ORDER BY seq DESC LIMIT $2;
+
+-- name: list_all_tasks_by_status
+-- Newest first across queues: each queue's newest matches from tasks_queue_status, merged.
+-- Reads at most (queues × limit) index entries, however rare the status is in a big table.
+SELECT v.* FROM queues q
+CROSS JOIN LATERAL (
+    SELECT seq FROM tasks
+    WHERE queue = q.name AND status = $1 AND seq < $2
+    ORDER BY seq DESC LIMIT $3
+) AS t
+JOIN task_view v ON v.seq = t.seq
+ORDER BY v.seq DESC LIMIT $3;
+
 -- name: list_attempts
 SELECT t.id AS task_id, a.attempt, a.started_at, a.finished_at, a.status_code, a.error,
        a.response, a.stale
@@ -383,6 +398,10 @@ SELECT * FROM queues ORDER BY name;
 
 -- name: count_tasks_of_queue
 SELECT queue, status, count(*) AS n FROM tasks WHERE queue = $1 GROUP BY queue, status;
+
+-- name: delivered_since
+-- Recent throughput for the dashboard: a range of tasks_succeeded (succeeded rows by updated_at).
+SELECT queue, count(*) AS n FROM tasks WHERE status = 'succeeded' AND updated_at >= $1 GROUP BY queue;
 
 -- name: count_tasks
 SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;

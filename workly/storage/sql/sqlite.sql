@@ -35,6 +35,22 @@ SELECT * FROM task_view
 WHERE queue = :queue AND status = :status AND seq < :before
 ORDER BY seq DESC LIMIT :limit;
 
+-- name: list_all_tasks
+SELECT * FROM task_view WHERE seq < :before ORDER BY seq DESC LIMIT :limit;
+
+-- name: list_all_tasks_by_status_queues
+-- Part of list_all_tasks_by_status: SQLite merges each queue's newest matches itself
+-- (sqlite.py), reading only seqs from tasks_queue_status, then the page's rows.
+SELECT name FROM queues ORDER BY name;
+
+-- name: list_all_tasks_by_status_seqs
+SELECT seq FROM tasks
+WHERE queue = :queue AND status = :status AND seq < :before
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: list_all_tasks_by_status_rows
+SELECT * FROM task_view WHERE seq IN (SELECT value FROM json_each(:seqs)) ORDER BY seq DESC;
+
 -- name: list_attempts
 SELECT t.id AS task_id, a.attempt, a.started_at, a.finished_at, a.status_code, a.error,
        a.response, a.stale
@@ -190,6 +206,10 @@ SELECT * FROM queues ORDER BY name;
 
 -- name: count_tasks_of_queue
 SELECT queue, status, count(*) AS n FROM tasks WHERE queue = :queue GROUP BY queue, status;
+
+-- name: delivered_since
+-- Recent throughput for the dashboard: a range of tasks_succeeded (succeeded rows by updated_at).
+SELECT queue, count(*) AS n FROM tasks WHERE status = 'succeeded' AND updated_at >= :since GROUP BY queue;
 
 -- name: count_tasks
 SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;

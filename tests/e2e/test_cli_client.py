@@ -1,0 +1,169 @@
+"""The client commands, run as the real `workly` CLI against a real server.
+
+The client only speaks the API, which behaves the same on both backends (the conformance
+and API suites show that), so one server is enough: `workly dev` with API tokens required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import (
+    E2E,
+    WorklyServer,
+    get_task,
+    wait_for_status,
+)
+from tests.support.servers import TEST_TOKEN, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
+    return dev_server_with_tokens
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+async def workly(e2e: E2E, *args: str, env: dict[str, str] | None = None, stdin: bytes = b"") -> Run:
+    """`python -m workly <args>` against the test's server, as a user would type it (with the
+    server and token from WORKLY_SERVER / WORKLY_TOKEN unless ``env`` says otherwise)."""
+    base = {"WORKLY_SERVER": e2e.server.base_url, "WORKLY_TOKEN": TEST_TOKEN, "PATH": "/usr/bin:/bin"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "workly", *args,
+        env={**base, **(env or {})}, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin), timeout=30)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+async def test_enqueue_then_watch_it_with_task_and_tasks(e2e: E2E, tmp_path: Path) -> None:
+    body = tmp_path / "order.json"
+    body.write_text('{"order": 42}')
+    url = e2e.receiver.url("/cli")
+    enqueued = await workly(
+        e2e, "enqueue", url, "--queue", "orders", "--data", f"@{body}", "--header", "X-Trace: abc", "--json"
+    )
+    assert enqueued.code == 0, enqueued.err
+    task = enqueued.json()
+    assert (task["queue"], task["body"], task["headers"]["X-Trace"]) == ("orders", {"order": 42}, "abc")
+    [received] = await e2e.receiver.wait_for("/cli", 1)
+    assert json.loads(received.body) == {"order": 42} and received.headers["X-Trace"] == "abc"
+    await wait_for_status(e2e.client, task["id"], "succeeded")
+
+    shown = await workly(e2e, "task", task["id"])
+    assert shown.code == 0, shown.err
+    assert "status       succeeded" in shown.out and f"request      POST {url}" in shown.out
+    attempt = shown.out.splitlines()[-1].split()
+    assert (attempt[0], attempt[4]) == ("1", "204")  # attempt 1, answered 204
+    detail = (await workly(e2e, "task", task["id"], "--json")).json()
+    assert detail["task"]["status"] == "succeeded" and [a["status_code"] for a in detail["attempts"]] == [204]
+
+    listed = await workly(e2e, "tasks", "--queue", "orders", "--status", "succeeded")
+    assert listed.code == 0, listed.err
+    header, row = listed.out.splitlines()
+    assert header.split()[:3] == ["ID", "QUEUE", "STATUS"] and row.split()[:4] == [
+        task["id"], "orders", "succeeded", "1/10",
+    ]  # fmt: skip
+    assert (await workly(e2e, "tasks", "--status", "failed")).out.strip() == "no tasks"
+
+
+async def test_tasks_pages_across_queues_with_a_cursor(e2e: E2E) -> None:
+    ids = []
+    for queue in ("a", "b", "c"):
+        run = await workly(
+            e2e, "enqueue", e2e.receiver.url("/p"), "--queue", queue, "--delay", "1h", "--json"
+        )
+        ids.append(run.json()["id"])
+    first = await workly(e2e, "tasks", "--limit", "2")
+    assert [line.split()[0] for line in first.out.splitlines()[1:3]] == ids[:0:-1]
+    cursor = first.out.splitlines()[-1].removeprefix("more: --cursor ")
+    rest = (await workly(e2e, "tasks", "--limit", "2", "--cursor", cursor, "--json")).json()
+    assert [t["id"] for t in rest["tasks"]] == ids[:1] and rest["next_cursor"] is None
+
+
+async def test_retry_a_failed_task_and_cancel_a_delayed_one(e2e: E2E) -> None:
+    e2e.receiver.script("/flaky", [500])
+    failed = (
+        await workly(e2e, "enqueue", e2e.receiver.url("/flaky"), "--max-attempts", "1", "--json")
+    ).json()
+    await wait_for_status(e2e.client, failed["id"], "failed")
+    retried = await workly(e2e, "retry", failed["id"])
+    assert (
+        retried.code == 0
+        and retried.out.strip() == f"{failed['id']} ready again (queue default, status ready)"
+    )
+    await wait_for_status(e2e.client, failed["id"], "succeeded")  # the receiver answers 204 now
+
+    before = datetime.now(UTC).timestamp()
+    later = (await workly(e2e, "enqueue", e2e.receiver.url("/later"), "--delay", "1h", "--json")).json()
+    run_at = datetime.fromisoformat(later["run_at"]).timestamp()
+    assert 3590 < run_at - before < 3700
+    canceled = await workly(e2e, "cancel", later["id"], "--json")
+    assert canceled.code == 0 and canceled.json()["status"] == "canceled"
+    assert (await get_task(e2e.client, later["id"]))["status"] == "canceled"
+    again = await workly(e2e, "cancel", later["id"])
+    assert again.code == 1 and again.err.startswith("workly: 409 Conflict: ")
+
+
+async def test_queues_pause_and_resume(e2e: E2E) -> None:
+    await workly(e2e, "enqueue", e2e.receiver.url("/q"), "--queue", "held", "--delay", "1h")
+    assert (await workly(e2e, "pause", "held")).out.strip() == "queue held paused"
+    table = await workly(e2e, "queues")
+    [row] = [line.split() for line in table.out.splitlines() if line.startswith("held ")]
+    assert row[:3] == ["held", "paused", "1"]  # one ready task
+    assert (await workly(e2e, "resume", "held")).out.strip() == "queue held resumed"
+    [queue] = [q for q in (await workly(e2e, "queues", "--json")).json()["queues"] if q["name"] == "held"]
+    assert queue["paused"] is False and queue["counts"]["ready"] == 1
+
+
+async def test_bad_input_is_refused_before_anything_is_sent(e2e: E2E) -> None:
+    for args, says in [
+        (["--data", "{not json"], "the --data value is not JSON"),
+        (["--delay", "soon"], "'soon' is not a duration"),
+        (["--header", "nocolon"], "is not a header"),
+    ]:
+        run = await workly(e2e, "enqueue", e2e.receiver.url("/bad"), *args)
+        assert (run.code, run.out) == (2, "") and says in run.err, run
+    for args, says in [
+        (["task", ""], "'' is not a task id"),
+        (["tasks", "--queue", "bad/q"], "'bad/q' is not a queue name"),
+        (["queues", "--server", "http://[::1"], "is not a URL"),
+        (["queues", "--token", "é"], "the token holds characters"),
+    ]:
+        run = await workly(e2e, *args)
+        assert (run.code, run.out) == (2, "") and says in run.err and "Traceback" not in run.err, run
+    refused = await workly(e2e, "enqueue", "ftp://127.0.0.1/x")
+    assert refused.code == 1 and refused.err.startswith(
+        "workly: 422 Unprocessable Entity: The request is invalid"
+    )
+    assert (await workly(e2e, "tasks", "--json")).json()["tasks"] == []
+
+
+async def test_unknown_task_wrong_token_and_no_server_exit_1_with_the_reason(e2e: E2E) -> None:
+    missing = await workly(e2e, "task", "task_nope")
+    assert missing.code == 1 and missing.err == "workly: 404 Not Found: task 'task_nope' does not exist\n"
+    wrong = await workly(e2e, "queues", env={"WORKLY_TOKEN": "wrong"})
+    assert wrong.code == 1 and wrong.err.startswith("workly: 401 Unauthorized: Send a valid API token")
+    nobody = f"http://127.0.0.1:{free_port()}"
+    gone = await workly(e2e, "queues", "--server", nobody)
+    assert gone.code == 1 and gone.err.startswith(f"workly: cannot reach {nobody}: ")
