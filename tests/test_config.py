@@ -35,3 +35,9 @@ def test_log_levels_are_read_in_any_case(given: str, level: str) -> None:
 def test_unknown_log_levels_are_refused(given: str) -> None:
     with pytest.raises(ValidationError, match="log_level"):
         Settings(log_level=given)
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "many", ""])
+def test_a_bad_pool_size_in_the_database_url_is_refused(size: str) -> None:
+    with pytest.raises(ValidationError, match="pool_max_conns must be a positive integer"):
+        Settings(database_url=f"postgresql://postgres@127.0.0.1/workly?pool_max_conns={size}")

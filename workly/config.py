@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workly.dispatch.outbound import OutboundPolicy, parse_allow_list
+from workly.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -109,6 +110,13 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("postgresql://", "postgres://", "sqlite:///")):
             raise ValueError("must start with postgresql://, postgres:// or sqlite:///")
+        if value.startswith("postgres"):
+            from workly.storage.postgres import split_pool_size  # asyncpg: server commands only
+
+            try:
+                split_pool_size(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @model_validator(mode="after")

@@ -35,17 +35,21 @@ class SameOriginWrites:
 
 
 def _same_site(scope: Scope) -> bool:
-    headers = dict(scope["headers"])
-    if headers.get(b"sec-fetch-site", b"").lower() in (b"cross-site", b"same-site"):
-        return False
-    origin = headers.get(b"origin")
+    origin = host = None
+    for name, value in scope["headers"]:  # one pass, no dict: this runs on every enqueue
+        if name == b"origin":
+            origin = value
+        elif name == b"host":
+            host = value
+        elif name == b"sec-fetch-site" and value.lower() in (b"cross-site", b"same-site"):
+            return False
     if origin is None:
         return True  # not a browser's cross-origin request (browsers send Origin with those)
     try:
         parts = urlsplit(origin.decode("latin-1"))
     except ValueError:  # "http://[::1": no origin a browser sends
         return False
-    return parts.scheme in ("http", "https") and parts.netloc == headers.get(b"host", b"").decode("latin-1")
+    return parts.scheme in ("http", "https") and parts.netloc == (host or b"").decode("latin-1")
 
 
 class LocalHostsOnly:
@@ -55,9 +59,10 @@ class LocalHostsOnly:
 
     def __init__(self, app: ASGIApp) -> None:
         self._app = app
+        self._local: set[str | None] = set()  # Host values seen to be local: a few, kept
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" or is_local_host(_host_header(scope)):
+        if scope["type"] == "lifespan" or self._is_local(_host_header(scope)):
             await self._app(scope, receive, send)
             return
         if scope["type"] != "http":
@@ -68,6 +73,15 @@ class LocalHostsOnly:
             "other names (DNS rebinding): use its address, or set WORKLY_API_TOKENS."
         )
         await problem(403, detail, "host-not-allowed")(scope, receive, send)
+
+    def _is_local(self, host: str | None) -> bool:
+        if host in self._local:
+            return True
+        if not is_local_host(host):
+            return False
+        if len(self._local) < 64:
+            self._local.add(host)
+        return True
 
 
 def _host_header(scope: Scope) -> str | None:
