@@ -181,6 +181,17 @@ async def test_unknown_task_and_bad_filters_answer_pages_not_crashes(http: httpx
         assert listed.status_code == 200 and listed.headers["content-type"].startswith("text/html")
 
 
+async def test_a_login_form_is_read_only_up_to_a_forms_size(http: httpx.AsyncClient) -> None:
+    headers = {**origin(http), "content-type": "application/x-www-form-urlencoded"}
+    response = await http.post("/ui/login", content=b"token=" + b"x" * 9000, headers=headers)
+    assert response.status_code == 413
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"token=abc"  # no Content-Length: refused without reading
+
+    assert (await http.post("/ui/login", content=chunks(), headers=headers)).status_code == 413
+
+
 async def test_a_login_form_with_extra_fields_is_400_not_500(http: httpx.AsyncClient) -> None:
     body = "token=x&next=%2Fui&a=1&b=2&c=3&d=4"
     headers = {**origin(http), "content-type": "application/x-www-form-urlencoded"}

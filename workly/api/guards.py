@@ -23,6 +23,7 @@ _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 SESSION_COOKIE = "workly_session"  # set by the dashboard's login page
 REFERENCE_PATHS = frozenset({"/docs", "/docs/swagger-init.js", "/openapi.json"})
 DASHBOARD_PUBLIC = ("/ui/login", "/ui/logout", "/ui/assets")
+LOGIN_FORM_BYTES = 8192
 
 
 class BearerTokens:
@@ -47,6 +48,11 @@ class BearerTokens:
         self._clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/ui/login" and _oversized_login(scope):
+            # Anyone may post the login form: no more than a form's worth is read from them.
+            detail = f"A login form is at most {LOGIN_FORM_BYTES:,} bytes, with its Content-Length."
+            await problem(413, detail, "too-large", limit=LOGIN_FORM_BYTES)(scope, receive, send)
+            return
         if scope["type"] == "lifespan" or self._allowed(scope):
             await self._app(scope, receive, send)
             return
@@ -71,6 +77,13 @@ class BearerTokens:
             return False
         cookie = session_cookie(scope["headers"])
         return cookie is not None and self._tokens.is_session(cookie, self._clock())
+
+
+def _oversized_login(scope: Scope) -> bool:
+    if scope["method"] != "POST":
+        return False
+    declared = next((value for name, value in scope["headers"] if name == b"content-length"), None)
+    return declared is None or not declared.isdigit() or int(declared) > LOGIN_FORM_BYTES
 
 
 def session_cookie(headers: list[tuple[bytes, bytes]]) -> str | None:
