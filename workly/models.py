@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -9,6 +10,7 @@ from typing import Literal
 from workly.errors import InvalidQueueConfig
 
 QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # a regex: fullmatch it, or anchor it where used
+_QUEUE_NAME = re.compile(QUEUE_NAME)
 TaskStatus = Literal["ready", "running", "succeeded", "failed", "canceled"]
 TASK_STATUSES: tuple[TaskStatus, ...] = ("ready", "running", "succeeded", "failed", "canceled")
 Ordering = Literal["none", "key"]
@@ -159,6 +161,10 @@ class Attempt:
 class TaskPage:
     tasks: list[Task]
     next_cursor: str | None
+
+
+def is_queue_name(name: str) -> bool:
+    return _QUEUE_NAME.fullmatch(name) is not None
 
 
 def check_queue_config(config: QueueConfig) -> QueueConfig:

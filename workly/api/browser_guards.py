@@ -45,11 +45,16 @@ def _same_site(scope: Scope) -> bool:
             return False
     if origin is None:
         return True  # not a browser's cross-origin request (browsers send Origin with those)
+    return origin_names_host(origin.decode("latin-1"), (host or b"").decode("latin-1"))
+
+
+def origin_names_host(origin: str, host: str) -> bool:
+    """Whether a browser's Origin header names the host (Host header) the request went to."""
     try:
-        parts = urlsplit(origin.decode("latin-1"))
+        parts = urlsplit(origin)
     except ValueError:  # "http://[::1": no origin a browser sends
         return False
-    return parts.scheme in ("http", "https") and parts.netloc == (host or b"").decode("latin-1")
+    return parts.scheme in ("http", "https") and parts.netloc == host
 
 
 class LocalHostsOnly:

@@ -10,12 +10,11 @@ from urllib.parse import quote
 import httpx
 
 from workly.client.inputs import InputError
-from workly.models import QUEUE_NAME
+from workly.models import is_queue_name
 
 DEFAULT_SERVER = "http://127.0.0.1:7337"
-_QUEUE_NAME = re.compile(QUEUE_NAME)
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # a token is sent as it is, in a header
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]|/")
+_NOT_IN_TASK_ID = re.compile(r"[\x00-\x1f\x7f]|/")  # control characters, and a path separator
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 
@@ -90,13 +89,13 @@ class ApiClient:
 
 
 def _queue(name: str) -> str:
-    if not _QUEUE_NAME.fullmatch(name):
+    if not is_queue_name(name):
         raise InputError(f"{name!r} is not a queue name: letters, digits, '.', '_', '-', at most 128")
     return name
 
 
 def _task(task_id: str) -> str:
-    if not 0 < len(task_id) <= 64 or _CONTROL.search(task_id):
+    if not 0 < len(task_id) <= 64 or _NOT_IN_TASK_ID.search(task_id):
         raise InputError(f"{task_id!r} is not a task id (task_…)")
     return _segment(task_id)
 

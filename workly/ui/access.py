@@ -4,30 +4,22 @@ Without API tokens (`workly dev`) the dashboard is open, like the API (and, like
 only to IP addresses and localhost: workly/api/browser_guards.py). With tokens, a request
 needs ``Authorization: Bearer <token>`` or the session cookie the login page sets
 (workly/api/tokens.py: signed, expiring, HttpOnly, SameSite=Strict; it also opens the API
-reference at /docs, never the API); the token guard in front (workly/api/guards.py) sends a
-browser without either to the login page, and this module checks again. Every form post
+reference at /docs, never the API); the token guard in front (workly/api/guards.py) decides
+that, and sends a browser without either to the login page. Every form post
 must come from a page of this server (its Origin), so another site cannot make a logged-in
 browser press a button.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from fastapi import Request
 
+from workly.api.browser_guards import origin_names_host
 from workly.api.guards import SESSION_COOKIE
 from workly.api.runtime import Runtime
 from workly.api.tokens import TokenSet
 
 LOGIN_PATH = "/ui/login"
-
-
-class LoginRequired(Exception):
-    """The request has neither a token nor a session: the browser goes to the login page."""
-
-    def __init__(self, after: str) -> None:
-        self.after = after
 
 
 class ForeignForm(Exception):
@@ -42,16 +34,6 @@ def tokens_of(request: Request) -> TokenSet:
 def now_of(request: Request) -> float:
     runtime: Runtime = request.app.state.runtime
     return runtime.clock().timestamp()
-
-
-async def require_viewer(request: Request) -> None:
-    tokens = tokens_of(request)
-    if not tokens or tokens.authorizes(request.scope["headers"]) or has_session(request):
-        return
-    query = request.url.query
-    raise LoginRequired(
-        request.url.path + (f"?{query}" if query else "") if request.method == "GET" else "/ui"
-    )
 
 
 def has_session(request: Request) -> bool:
@@ -69,11 +51,7 @@ async def require_same_origin(request: Request) -> None:
     host = request.headers.get("host")
     if origin is None or host is None or origin == "null":
         raise ForeignForm
-    try:
-        parts = urlsplit(origin)
-    except ValueError:  # "http://[::1": no origin a browser sends
-        raise ForeignForm from None
-    if parts.netloc != host or parts.scheme not in ("http", "https"):
+    if not origin_names_host(origin, host):
         raise ForeignForm
 
 

@@ -7,7 +7,6 @@ redirect back (post/redirect/get), so the dashboard needs no JavaScript.
 from __future__ import annotations
 
 import functools
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,15 +22,13 @@ from workly.api.guards import SESSION_COOKIE
 from workly.api.runtime import Runtime, get_runtime
 from workly.api.tokens import SESSION_SECONDS, TokenSet
 from workly.errors import ConflictError, NotFoundError
-from workly.models import QUEUE_NAME, TASK_STATUSES, TaskStatus
+from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
-    LoginRequired,
     has_session,
     now_of,
     require_same_origin,
-    require_viewer,
     safe_next,
     tokens_of,
 )
@@ -57,12 +54,11 @@ _DONE = {
 }
 
 Rt = Annotated[Runtime, Depends(get_runtime)]
-_QUEUE_NAME = re.compile(QUEUE_NAME)
 public = APIRouter(prefix="/ui", include_in_schema=False)
 pages = APIRouter(
     prefix="/ui",
     include_in_schema=False,
-    dependencies=[Depends(require_viewer), Depends(require_same_origin)],
+    dependencies=[Depends(require_same_origin)],  # who may see /ui: the token guard (api/guards.py)
 )
 
 
@@ -70,7 +66,6 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
     app.state.tokens = tokens
     app.include_router(public)
     app.include_router(pages)
-    app.add_exception_handler(LoginRequired, _to_login)
     app.add_exception_handler(ForeignForm, _foreign_form)
 
 
@@ -186,7 +181,7 @@ async def resume(request: Request, queue: str, rt: Rt) -> Response:
 
 
 async def _set_paused(request: Request, rt: Runtime, queue: str, paused: bool) -> Response:
-    if not _QUEUE_NAME.fullmatch(queue):
+    if not is_queue_name(queue):
         return _error(request, 404, "There is no such queue.")
     try:
         await rt.storage.update_queue(queue, {"paused": paused}, rt.clock())
@@ -242,11 +237,6 @@ async def logout() -> Response:
 @public.get("/assets/workly.css")
 async def stylesheet() -> Response:
     return Response(_STYLESHEET.read_bytes(), media_type="text/css", headers={"cache-control": "max-age=300"})
-
-
-async def _to_login(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, LoginRequired)
-    return RedirectResponse(f"{LOGIN_PATH}?{urlencode({'next': exc.after})}", status_code=303)
 
 
 async def _foreign_form(request: Request, exc: Exception) -> Response:
