@@ -7,7 +7,7 @@ import asyncio
 
 from tests.storage.helpers import new
 from tests.support.clock import FakeClock
-from workly.enqueuer import Enqueuer
+from workly.service.enqueuer import Enqueuer
 from workly.storage.base import Storage
 
 

@@ -14,11 +14,11 @@ import pytest
 from tests.storage.helpers import new, result_for
 from tests.support.clock import FakeClock
 from workly.clock import system_clock
-from workly.housekeeping import Housekeeper
 from workly.models import QueueConfig
+from workly.service.housekeeping import Housekeeper
 from workly.storage.base import Storage
 from workly.storage.postgres import PostgresStorage
-from workly.storage.queries import load_queries
+from workly.storage.queries import postgres_queries
 
 
 class VacuumCounter:
@@ -40,7 +40,7 @@ async def run_for(storage: VacuumCounter, interval: float | None, seconds: float
         storage,  # type: ignore[arg-type]
         system_clock,
         reap_interval=0,
-        wake_dispatcher=lambda: None,
+        work_available=lambda: None,
         vacuum_interval=interval,
         auto_vacuum_interval=0.02,
     )
@@ -57,7 +57,7 @@ async def test_the_reaper_runs_periodically_and_wakes_the_dispatcher(storage: St
     clock.advance(3600)  # long past the lease
     wakes: list[None] = []
     keeper = Housekeeper(
-        storage, clock, reap_interval=0.02, wake_dispatcher=lambda: wakes.append(None), vacuum_interval=0
+        storage, clock, reap_interval=0.02, work_available=lambda: wakes.append(None), vacuum_interval=0
     )
     await keeper.start()
     try:
@@ -103,8 +103,10 @@ async def _claim_buffers(url: str) -> int:
     transaction = conn.transaction()
     await transaction.start()
     try:
-        sql = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_queries("postgres").claim_tasks
-        raw = await conn.fetchval(sql, datetime.now(UTC), 100, "probe", 30.0)
+        claim = postgres_queries().claim_tasks
+        sql = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim.sql
+        params = {"now": datetime.now(UTC), "limit": 100, "lease_token": "probe", "lease_margin": 30.0}
+        raw = await conn.fetchval(sql, *claim.args(params))
     finally:
         await transaction.rollback()
         await conn.close()
@@ -143,7 +145,7 @@ async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage)
     await storage.record_results([result_for(c, clock(), "succeeded") for c in claimed], clock())
     clock.advance(8 * 86400)
     keeper = Housekeeper(
-        storage, clock, reap_interval=0, wake_dispatcher=lambda: None, vacuum_interval=0,
+        storage, clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0,
         retention=7 * 86400, prune_interval=0.02,
     )  # fmt: skip
     await keeper.start()

@@ -14,9 +14,9 @@ from tests.support.clock import FakeClock
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET, running_app
 from workly.config import Settings
-from workly.housekeeping import Housekeeper
 from workly.metrics import Metrics
 from workly.models import Queue, QueueConfig
+from workly.service.housekeeping import Housekeeper
 from workly.storage.base import Storage
 
 
@@ -49,7 +49,7 @@ async def test_the_housekeeper_measures_queue_depths_periodically(storage: Stora
     await storage.enqueue(in_queue("deep", [new() for _ in range(3)]), clock())
     metrics = Metrics()
     keeper = Housekeeper(
-        storage, clock, reap_interval=0, wake_dispatcher=lambda: None, vacuum_interval=0,
+        storage, clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0,
         metrics=metrics, depth_interval=0.02,
     )  # fmt: skip
     await keeper.start()

@@ -8,14 +8,14 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
 from workly import logs
 from workly.client import commands as client_commands
-from workly.dispatch.outbound import LOOPBACK
+from workly.database_url import redacted
 from workly.errors import ConfigError
+from workly.outbound import LOOPBACK
 from workly.signing import Signer, generate_secret
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # server commands that use them, so the client commands (`workly tasks`, …) start quickly.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Workly: HTTP delivery service.")
-APP_FACTORY = "workly.api.app:app_from_env"
+APP_FACTORY = "workly.app:app_from_env"
 DEV_OUTBOUND_ALLOW = " ".join(map(str, LOOPBACK))  # workly dev delivers to local receivers
 client_commands.register(app)
 
@@ -99,9 +99,10 @@ def dev(
     os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     import uvicorn
 
-    from workly.api.app import create_app
+    from workly.app import create_app
+    from workly.service import Service
 
-    app = create_app(settings, anonymous=not settings.tokens())
+    app = create_app(Service(settings), anonymous=not settings.tokens())
     uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False, log_config=None)
 
 
@@ -167,17 +168,17 @@ def serve(
 @app.command()
 def migrate() -> None:
     """Apply pending migrations to WORKLY_DATABASE_URL and exit."""
-    import sqlite3
-
-    import asyncpg
+    from workly.errors import StorageError
+    from workly.service import migrate_database
 
     settings = _settings()
     if not settings.database_url:
         _fail("WORKLY_DATABASE_URL is not set")
     try:
-        applied, version = asyncio.run(_migrate(settings.database_url))
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, sqlite3.Error) as exc:
-        _fail(f"cannot migrate {_redacted(settings.database_url)}: {type(exc).__name__}: {exc}")
+        applied, version = asyncio.run(migrate_database(settings))
+    except StorageError as exc:
+        cause = exc.__cause__ or exc
+        _fail(f"cannot migrate {redacted(settings.database_url)}: {type(cause).__name__}: {cause}")
     typer.echo(
         f"applied {applied}; schema version {version}" if applied else f"up to date (version {version})"
     )
@@ -187,24 +188,6 @@ def migrate() -> None:
 def secret() -> None:
     """Print a new signing secret (whsec_…)."""
     typer.echo(generate_secret())
-
-
-async def _migrate(url: str) -> tuple[list[int], int]:
-    from workly.storage import open_storage
-
-    storage = await open_storage(url)
-    try:
-        return await storage.migrate(), await storage.schema_version()
-    finally:
-        await storage.close()
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(":" + parts.password + "@", ":***@")))
 
 
 def _check_secrets(settings: Settings) -> None:

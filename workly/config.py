@@ -12,8 +12,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workly.dispatch.outbound import OutboundPolicy, parse_allow_list
+from workly.database_url import SCHEMES, is_sqlite, split_pool_size, sqlite_path
 from workly.errors import ConfigError
+from workly.outbound import OutboundPolicy, parse_allow_list
 
 
 class Settings(BaseSettings):
@@ -108,15 +109,12 @@ class Settings(BaseSettings):
     def _known_scheme(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        if not value.startswith(("postgresql://", "postgres://", "sqlite:///")):
+        if not value.startswith(SCHEMES):
             raise ValueError("must start with postgresql://, postgres:// or sqlite:///")
-        if value.startswith("postgres"):
-            from workly.storage.postgres import split_pool_size  # asyncpg: server commands only
-
-            try:
-                split_pool_size(value)
-            except ConfigError as exc:
-                raise ValueError(str(exc)) from None
+        try:
+            sqlite_path(value) if is_sqlite(value) else split_pool_size(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @model_validator(mode="after")

@@ -6,10 +6,15 @@ WorklyError
 │   ├── TaskNotFound
 │   └── QueueNotFound
 ├── ConflictError          the request does not fit the current state → 409
-│   └── TaskStateConflict
+│   ├── TaskStateConflict
+│   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 ├── TooLarge               an input over a configured size limit       → 413
-└── StorageError           the database failed or is unreachable       → 503
+└── StorageError           the database failed an operation            → 500
+    └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
+
+The storage backends raise only these (workly/storage/interpret.py turns each driver's
+errors into them): nothing above storage knows asyncpg or sqlite3.
 """
 
 from __future__ import annotations
@@ -60,3 +65,11 @@ class TooLarge(WorklyError):
 
 class StorageError(WorklyError):
     """The database could not complete an operation."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached or cannot answer in time: retrying later may work."""
+
+
+class StorageConflict(StorageError, ConflictError):
+    """The database refused a write that collides with stored data (a constraint)."""

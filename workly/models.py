@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -30,6 +31,11 @@ class QueueConfig:
     # whsec_ secrets signing this queue's deliveries instead of WORKLY_SIGNING_SECRET
     # (space separated, the first current). Write-only through the API.
     signing_secret: str | None = None
+
+
+# A change to a queue's config, applied by the storage to the stored config inside the
+# transaction that writes the result (so concurrent changes cannot lose one another).
+QueueChange = Callable[[QueueConfig], QueueConfig]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,6 @@
-"""Fixtures for the API tests: the real app over a real socket, on SQLite and on PostgreSQL.
+"""Fixtures for the API tests: the real app and service on SQLite and on PostgreSQL, called
+in-process through httpx's ASGI transport (test_guards.py and test_browser_guards.py go
+over a real socket, where how bytes arrive matters).
 
 The dispatcher never runs here (``dispatch=False``), and every URL a test enqueues is a
 loopback one anyway, so nothing can leave this machine.
@@ -13,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.servers import TEST_SECRET, running_app
+from tests.support.servers import TEST_SECRET, in_process
 from workly.config import Settings
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -72,5 +74,5 @@ def assert_problem(response: httpx.Response, status: int, slug: str | None = Non
 @pytest.fixture
 async def api(database_url: str) -> AsyncIterator[Api]:
     settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, dispatch=False)
-    async with running_app(settings) as base_url, httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+    async with in_process(settings) as (_, http):
         yield Api(http)

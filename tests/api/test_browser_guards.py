@@ -11,8 +11,8 @@ import pytest
 
 from tests.api.conftest import HOOK, assert_problem
 from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, running_app
-from workly.api.browser_guards import is_local_host
 from workly.config import Settings
+from workly.web.browser_guards import is_local_host
 
 
 @pytest.fixture(params=["anonymous", "tokens"])

@@ -12,9 +12,10 @@ import pytest
 
 from tests.api.conftest import HOOK, assert_problem
 from tests.support.servers import TEST_SECRET, running_app
-from workly.api.app import create_app
+from workly.app import create_app
 from workly.config import Settings
 from workly.errors import ConfigError
+from workly.service import Service
 
 TOKENS = "first-token-aaaaaaaaaaaaaaaa second-token-bbbbbbbbbbbbbbbb"
 
@@ -149,5 +150,5 @@ async def test_a_task_body_over_max_body_bytes_is_413_and_stores_nothing(
 def test_the_app_refuses_to_be_built_without_tokens_unless_anonymous(sqlite_url: str) -> None:
     """The uvicorn factory (app_from_env) cannot serve an open API by accident."""
     with pytest.raises(ConfigError, match="WORKLY_API_TOKENS"):
-        create_app(Settings(database_url=sqlite_url, signing_secret=TEST_SECRET))
-    assert create_app(Settings(database_url=sqlite_url, signing_secret=TEST_SECRET), anonymous=True)
+        create_app(Service(Settings(database_url=sqlite_url, signing_secret=TEST_SECRET)))
+    assert create_app(Service(Settings(database_url=sqlite_url, signing_secret=TEST_SECRET)), anonymous=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workly.api.tokens import SESSION_SECONDS, TokenSet
+from workly.web.tokens import SESSION_SECONDS, TokenSet
 
 NOW = 1_800_000_000.0
 

@@ -7,8 +7,8 @@ from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
 from workly.dispatch.deliverer import USER_AGENT, Deliverer
 from workly.dispatch.http_client import HttpClient
-from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
 from workly.models import ClaimedTask
+from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1

@@ -14,8 +14,8 @@ from workly.clock import system_clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http_client import HttpClient
-from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
 from workly.models import QueueConfig, Task
+from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer
 from workly.storage.base import Storage
 

@@ -11,7 +11,7 @@ import trustme
 
 from tests.support.raw_server import OK, answering, raw_server, read_request
 from workly.dispatch.http_client import ConnectError, HttpClient, ProtocolError
-from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
+from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 

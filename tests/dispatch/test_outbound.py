@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.receiver import running_receiver
 from workly.dispatch.http_client import Blocked, HttpClient
-from workly.dispatch.outbound import (
+from workly.outbound import (
     LOOPBACK,
     BlockedTarget,
     InvalidAllowList,

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from workly.ids import new_task_id
-from workly.models import AttemptResult, ClaimedTask, NewTask, Outcome
+from workly.models import AttemptResult, ClaimedTask, NewTask, Outcome, QueueChange, QueueConfig
 from workly.storage.base import Storage
 from workly.storage.postgres import PostgresStorage
 from workly.storage.sqlite import SqliteStorage
@@ -18,6 +18,15 @@ URL = "http://127.0.0.1:9/hook"  # never contacted: storage tests make no HTTP c
 
 def new(**fields: Any) -> NewTask:
     return replace(NewTask(id=new_task_id(), queue="q", url=URL), **fields)
+
+
+def changing(**fields: Any) -> QueueChange:
+    """The change that sets these config fields (what the service hands update_queue)."""
+
+    def change(config: QueueConfig) -> QueueConfig:
+        return replace(config, **fields)
+
+    return change
 
 
 def in_queue(queue: str, tasks: list[NewTask]) -> list[NewTask]:

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from workly.storage.queries import load_queries
+from workly.storage.queries import postgres_queries
 
 pytestmark = pytest.mark.postgres
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -63,13 +63,9 @@ async def _explain_claim(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]]
     transaction = conn.transaction()
     await transaction.start()
     try:
-        raw = await conn.fetchval(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + load_queries("postgres").claim_tasks,
-            NOW,
-            BATCH,
-            "lease",
-            30.0,
-        )
+        claim = postgres_queries().claim_tasks
+        params = {"now": NOW, "limit": BATCH, "lease_token": "lease", "lease_margin": 30.0}
+        raw = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim.sql, *claim.args(params))
     finally:
         await transaction.rollback()
     plan = json.loads(raw)[0]["Plan"]

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.storage.helpers import another_process, in_queue, new, result_for, token
+from tests.storage.helpers import another_process, changing, in_queue, new, result_for, token
 from tests.support.clock import FakeClock
 from workly.models import ClaimedTask, QueueConfig
 from workly.storage.base import Storage
@@ -80,7 +80,7 @@ async def test_lowering_max_concurrency_waits_for_deliveries_in_flight(
     await storage.put_queue("q", QueueConfig(max_concurrency=3), clock())
     await storage.enqueue(in_queue("q", [new() for _ in range(6)]), clock())
     running = await claim(storage, clock())
-    await storage.update_queue("q", {"max_concurrency": 1}, clock())
+    await storage.update_queue("q", changing(max_concurrency=1), clock())
     await succeed(storage, clock(), running[:2])
     assert await claim(storage, clock()) == []  # one still runs: that is the new limit
     await succeed(storage, clock(), running[2:])
@@ -280,9 +280,9 @@ async def test_pause_and_purge_reach_every_process(
     await storage.enqueue(in_queue("q", [new() for _ in range(4)]), clock())
     other = await another_process(storage, database_url)
     try:
-        await other.update_queue("q", {"paused": True}, clock())
+        await other.update_queue("q", changing(paused=True), clock())
         assert await claim(storage, clock()) == []
-        await other.update_queue("q", {"paused": False}, clock())
+        await other.update_queue("q", changing(paused=False), clock())
         assert len(await claim(storage, clock(), limit=1)) == 1
         assert await other.purge_queue("q") == 3
         assert await claim(storage, clock()) == []

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.storage.helpers import another_process, in_queue, new, result_for, token
+from tests.storage.helpers import another_process, changing, in_queue, new, result_for, token
 from tests.support.clock import FakeClock
 from workly.errors import InvalidQueueConfig, QueueNotFound
 from workly.models import QueueConfig
@@ -37,14 +37,18 @@ async def test_put_creates_then_replaces(storage: Storage, clock: FakeClock) -> 
 
 async def test_update_changes_only_the_given_fields(storage: Storage, clock: FakeClock) -> None:
     await storage.put_queue("q", QueueConfig(rate_limit=10, max_attempts=4), clock())
-    queue = await storage.update_queue("q", {"max_concurrency": 9, "rate_limit": None}, clock())
+    queue = await storage.update_queue("q", changing(max_concurrency=9, rate_limit=None), clock())
     assert queue.config == QueueConfig(max_concurrency=9, rate_limit=None, max_attempts=4)
+
+    def refused(config: QueueConfig) -> QueueConfig:
+        raise InvalidQueueConfig("as the service's check would")
+
     with pytest.raises(InvalidQueueConfig):
-        await storage.update_queue("q", {"min_backoff": 10, "max_backoff": 5}, clock())
+        await storage.update_queue("q", refused, clock())
     unchanged = await storage.get_queue("q")
     assert unchanged is not None and unchanged.config.min_backoff == 1.0
     with pytest.raises(QueueNotFound):
-        await storage.update_queue("missing", {"paused": True}, clock())
+        await storage.update_queue("missing", changing(paused=True), clock())
 
 
 async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> None:
@@ -61,9 +65,9 @@ async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> No
 
 async def test_paused_queue_is_not_claimed(storage: Storage, clock: FakeClock) -> None:
     await storage.enqueue(in_queue("q", [new()]), clock())
-    await storage.update_queue("q", {"paused": True}, clock())
+    await storage.update_queue("q", changing(paused=True), clock())
     assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
-    await storage.update_queue("q", {"paused": False}, clock())
+    await storage.update_queue("q", changing(paused=False), clock())
     assert len((await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks) == 1
 
 
@@ -190,7 +194,7 @@ async def test_a_queue_signing_secret_is_stored_and_handed_to_claims(
     await storage.enqueue(in_queue("q", [new()]), clock())
     [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     assert claimed.signing_secret == secret
-    cleared = await storage.update_queue("q", {"signing_secret": None}, clock())
+    cleared = await storage.update_queue("q", changing(signing_secret=None), clock())
     assert cleared.config.signing_secret is None
 
 

@@ -18,9 +18,10 @@ import pytest
 
 from tests.storage.helpers import new
 from tests.support.clock import FakeClock
+from workly.database_url import sqlite_path
+from workly.errors import StorageConflict, StorageError, StorageUnavailable
 from workly.storage import open_storage
-from workly.storage.availability import UNAVAILABLE, is_unavailable
-from workly.storage.sqlite import sqlite_path
+from workly.storage.interpret import interpret_postgres_error, interpret_sqlite_error
 
 DB_TIMEOUT = 0.2
 GUARD = 8.0  # far below the 10 s default: failing inside it shows db_timeout was applied
@@ -57,7 +58,7 @@ async def test_a_blocked_write_gives_up_after_the_database_timeout(
         blocked, later = new(), new()
         async with blocking_writes(database_url):
             async with asyncio.timeout(GUARD):
-                with pytest.raises(UNAVAILABLE):
+                with pytest.raises(StorageUnavailable):
                     await storage.enqueue([blocked], clock())
         [stored] = await storage.enqueue([later], clock())
         assert stored.created
@@ -71,6 +72,27 @@ async def test_a_blocked_write_gives_up_after_the_database_timeout(
 def test_running_out_of_database_resources_counts_as_unavailable() -> None:
     # PostgreSQL's class 53 (too many connections, disk full, out of memory) passes: the
     # API answers 503 and results are retried, instead of a 500 and a redelivery later.
-    assert is_unavailable(asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"))
-    assert is_unavailable(asyncpg.exceptions.DiskFullError("could not extend file"))
-    assert not is_unavailable(asyncpg.exceptions.UniqueViolationError("duplicate key"))
+    for exc in (
+        asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"),
+        asyncpg.exceptions.DiskFullError("could not extend file"),
+        asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
+        ConnectionRefusedError(111, "Connection refused"),
+        TimeoutError(),
+    ):
+        assert isinstance(interpret_postgres_error(exc), StorageUnavailable), exc
+    assert isinstance(
+        interpret_sqlite_error(sqlite3.OperationalError("database is locked")), StorageUnavailable
+    )
+
+
+def test_other_driver_errors_become_conflicts_or_storage_errors_and_ours_pass() -> None:
+    unique = interpret_postgres_error(asyncpg.exceptions.UniqueViolationError("duplicate key"))
+    assert isinstance(unique, StorageConflict)
+    assert isinstance(
+        interpret_sqlite_error(sqlite3.IntegrityError("UNIQUE constraint failed")), StorageConflict
+    )
+    data = interpret_postgres_error(asyncpg.exceptions.DataError("invalid byte sequence"))
+    assert type(data) is StorageError
+    assert type(interpret_sqlite_error(sqlite3.DataError("too big"))) is StorageError
+    for ours in (StorageUnavailable("down"), ValueError("a bug"), AssertionError()):
+        assert interpret_postgres_error(ours) is None and interpret_sqlite_error(ours) is None

@@ -19,7 +19,7 @@ from tests.storage.helpers import new, result_for, token
 from tests.support.clock import FakeClock
 from workly.models import QueueConfig
 from workly.storage.postgres import PostgresStorage
-from workly.storage.queries import load_queries
+from workly.storage.queries import postgres_queries
 
 pytestmark = pytest.mark.postgres
 MARGIN = 30.0
@@ -83,12 +83,14 @@ async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_dea
         await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE", claimed.seq)  # the batch's row lock
         delete = asyncio.create_task(storage.delete_queue("q"))  # waits for that row
         await asyncio.sleep(0.3)
-        await pg.fetch(
-            load_queries("postgres").record_results,
-            [result.task_seq], [result.lease_token], [result.attempt], [result.started_at],
-            [result.finished_at], [result.status_code], [result.error], [result.response],
-            [result.outcome], [result.next_run_at], clock(),
-        )  # fmt: skip
+        record = postgres_queries().record_results
+        await pg.fetch(record.sql, *record.args({
+            "task_seqs": [result.task_seq], "lease_tokens": [result.lease_token],
+            "attempts": [result.attempt], "started_ats": [result.started_at],
+            "finished_ats": [result.finished_at], "status_codes": [result.status_code],
+            "errors": [result.error], "responses": [result.response], "outcomes": [result.outcome],
+            "next_run_ats": [result.next_run_at], "now": clock(),
+        }))  # fmt: skip
         await batch.commit()
         async with asyncio.timeout(10):
             await delete

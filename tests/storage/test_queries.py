@@ -1,33 +1,54 @@
-"""The named-query files: same names per dialect, loaded once, parsed strictly."""
+"""The named-query files: typed names, the same names per dialect, parameters bound by name."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
-from workly.storage.queries import POSTGRES_ONLY, load_queries, parse_blocks
+from workly.storage.queries import (
+    CommonQueries,
+    PostgresQueries,
+    QueryParameterError,
+    SqliteQueries,
+    compile_query,
+    parse_blocks,
+    postgres_queries,
+    sqlite_queries,
+)
+
+# What SQLite has no use for: cross-process wake-ups, vacuum, and the locks and counters
+# that keep queue limits across processes (it runs in one process, with one writer).
+POSTGRES_ONLY = {
+    "announce_work", "autovacuum_enabled", "vacuum", "lock_queue_of_task", "delete_queue_releases",
+    "lock_queues", "recount_running",
+}  # fmt: skip
 
 
-def _shared_name(name: str, other: set[str]) -> bool:
-    """``name`` is in ``other``, is a part of a query there, or has parts there."""
-    return (
-        name in other
-        or any(name.startswith(base + "_") for base in other)
-        or any(part.startswith(name + "_") for part in other)
-    )
+def names(kind: type[CommonQueries]) -> set[str]:
+    return {f.name for f in fields(kind)}
 
 
-def test_both_dialects_define_the_same_queries() -> None:
-    """Same names; SQLite may run one query as parts named <query>_<part>."""
-    postgres, sqlite = load_queries("postgres").names(), load_queries("sqlite").names()
-    missing = {name for name in postgres - POSTGRES_ONLY if not _shared_name(name, sqlite)}
-    assert not missing, f"Postgres queries with no SQLite twin: {missing}"
-    assert not POSTGRES_ONLY & sqlite
-    extra = {name for name in sqlite if not _shared_name(name, postgres)}
-    assert not extra, f"SQLite queries with no Postgres twin: {extra}"
+def test_both_dialects_load_every_query_they_declare() -> None:
+    assert {f.name for f in fields(postgres_queries())} == names(PostgresQueries)
+    assert {f.name for f in fields(sqlite_queries())} == names(SqliteQueries)
+
+
+def test_a_query_of_one_dialect_only_is_a_part_of_the_others_or_has_no_use_there() -> None:
+    """SQLite may run one PostgreSQL query as parts named <query>_<part>."""
+    common = names(CommonQueries)
+    postgres_only = names(PostgresQueries) - common
+    sqlite_only = names(SqliteQueries) - common
+    assert postgres_only - POSTGRES_ONLY == {
+        base for base in postgres_only if any(part.startswith(base + "_") for part in sqlite_only)
+    }
+    every_postgres = names(PostgresQueries)
+    assert all(any(part.startswith(base + "_") for base in every_postgres) for part in sqlite_only)
 
 
 def test_queries_are_loaded_once() -> None:
-    assert load_queries("sqlite") is load_queries("sqlite")
+    assert sqlite_queries() is sqlite_queries()
+    assert postgres_queries() is postgres_queries()
 
 
 def test_blocks_are_split_on_name_lines() -> None:
@@ -40,6 +61,39 @@ def test_a_name_defined_twice_is_an_error() -> None:
         parse_blocks("-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n")
 
 
-def test_an_unknown_query_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="no_such_query"):
-        _ = load_queries("postgres").no_such_query
+def test_postgres_parameters_are_numbered_by_name_skipping_casts_comments_and_text() -> None:
+    query = compile_query(
+        "q",
+        "-- :not_a_param in a comment\n"
+        "SELECT :now::timestamptz, ':quoted', \":ident\", :limit, :now + interval '1 s' LIMIT :limit",
+        "postgres",
+    )
+    assert query.params == ("now", "limit")
+    assert query.sql.endswith(
+        "SELECT $1::timestamptz, ':quoted', \":ident\", $2, $1 + interval '1 s' LIMIT $2"
+    )
+    assert query.args({"limit": 5, "now": "t"}) == ["t", 5]
+
+
+def test_sqlite_keeps_named_parameters_for_the_driver() -> None:
+    query = compile_query("q", "SELECT * FROM t WHERE a = :a AND b = :b", "sqlite")
+    assert query.sql == "SELECT * FROM t WHERE a = :a AND b = :b"
+    assert query.check({"a": 1, "b": 2}) == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("values", [{"now": 1}, {"now": 1, "limit": 2, "typo": 3}, {}])
+def test_a_call_with_other_parameters_than_the_query_names_is_refused(values: dict[str, int]) -> None:
+    query = compile_query("q", "SELECT :now, :limit", "postgres")
+    with pytest.raises(QueryParameterError, match="query q"):
+        query.args(values)
+
+
+def test_positional_parameters_are_refused_in_query_files() -> None:
+    with pytest.raises(ValueError, match="by name"):
+        compile_query("q", "SELECT $1", "postgres")
+
+
+def test_every_dialect_names_each_parameter_its_backend_passes() -> None:
+    # The claim reads the same four values on both backends, under the same names.
+    assert set(postgres_queries().claim_tasks.params) == {"now", "limit", "lease_token", "lease_margin"}
+    assert set(sqlite_queries().claim_tasks_plain.params) == {"queue", "now", "limit"}

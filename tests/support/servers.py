@@ -1,4 +1,6 @@
-"""Running Workly for tests: in-process over a real socket, or as the real CLI."""
+"""Running Workly for tests: in-process (through httpx's ASGI transport, or over a real
+socket with uvicorn), or as the real CLI. Every in-process app serves a Service built as
+production builds it (workly/service, workly/app.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
 
-from workly.api.app import create_app
+from workly.app import create_app
 from workly.clock import Clock, system_clock
 from workly.config import Settings
+from workly.service import Service
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TEST_TOKEN = "test-token-0123456789abcdef"
@@ -43,10 +47,26 @@ def free_port() -> int:
 
 
 @asynccontextmanager
+async def in_process(
+    settings: Settings, clock: Clock = system_clock, **client_options: Any
+) -> AsyncIterator[tuple[Service, httpx.AsyncClient]]:
+    """The service, started, and a client that calls its app directly (no socket, no
+    uvicorn): for tests of what the API answers rather than of how bytes travel."""
+    service = Service(settings, clock)
+    app = create_app(service, anonymous=True)
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+    async with (
+        service.running(),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7337", **client_options) as client,
+    ):
+        yield service, client
+
+
+@asynccontextmanager
 async def running_app(settings: Settings, clock: Clock = system_clock) -> AsyncIterator[str]:
     """Serve the app with uvicorn on 127.0.0.1 in this event loop; yield its base URL."""
     config = uvicorn.Config(
-        create_app(settings, clock, anonymous=True),
+        create_app(Service(settings, clock), anonymous=True),
         host="127.0.0.1",
         port=0,
         log_level="warning",

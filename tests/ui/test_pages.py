@@ -1,4 +1,4 @@
-"""The dashboard over a real socket (no browser): access, its buttons, what it refuses.
+"""The dashboard in-process (no browser, no socket): access, its buttons, what it refuses.
 
 tests/e2e/test_dashboard.py drives the same pages in a real headless Chromium.
 """
@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, running_app
+from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, in_process
 from workly.api.reference import SWAGGER_UI
 from workly.config import Settings
 from workly.ui.access import safe_next
@@ -25,7 +25,7 @@ async def http(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(
         database_url=database_url, signing_secret=TEST_SECRET, dispatch=False, api_tokens=TEST_TOKEN
     )
-    async with running_app(settings) as base_url, httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with in_process(settings) as (_, client):
         yield client
 
 

@@ -17,7 +17,7 @@ import aiohttp
 
 from tools.loadtest.sink import Sink
 from workly.dispatch.http_client import HttpClient
-from workly.dispatch.outbound import LOOPBACK, OutboundPolicy
+from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 

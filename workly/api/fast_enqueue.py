@@ -4,36 +4,35 @@
 1,000 tasks/s (docs/performance.md) put most of its CPU in the framework layers
 (middleware, routing, dependency solving), not in Workly. This ASGI wrapper serves a
 *valid* enqueue directly: it checks the content type and Idempotency-Key header,
-validates the body with the same pydantic model, and stores it through the same
-``store_one`` as the route. Anything else, and every error, is replayed unchanged into
-the FastAPI app, whose route gives the one documented answer.
+validates the body with the same pydantic model and the same key rule, and stores it
+through the same ``enqueue_one`` as the route. Anything else, and every error, is
+replayed unchanged into the FastAPI app, whose route gives the one documented answer.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workly.api.media import is_json_type
-from workly.api.problems import problem_for_exception
-from workly.api.request_body import read_body, replay
-from workly.api.runtime import Runtime
+from workly.api.idempotency import DifferentIdempotencyKeys, idempotency_key_of, is_idempotency_key
 from workly.api.schemas import TaskIn
-from workly.api.tasks import store_one
+from workly.api.tasks import enqueue_one
+from workly.media import is_json_type
 from workly.models import QUEUE_NAME
+from workly.service import Service
+from workly.web.problems import problem_for_exception
+from workly.web.request_body import read_body, replay
 
 # fullmatch, never match with ^…$: "$" also matches before a final newline.
 _PATH = re.compile(f"/v1/queues/({QUEUE_NAME})/tasks")
-_IDEMPOTENCY_KEY = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
 
 
 class FastEnqueue:
-    def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime]) -> None:
+    def __init__(self, app: ASGIApp, service: Service) -> None:
         self._app = app
-        self._runtime = runtime
+        self._service = service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -51,7 +50,7 @@ class FastEnqueue:
             await self._app(scope, replay(body), send)
             return
         try:
-            response = await store_one(self._runtime(), match.group(1), task, idempotency_key)
+            response = await enqueue_one(self._service, match.group(1), task, idempotency_key)
         except Exception as exc:
             response = problem_for_exception(scope, exc)
         await response(scope, replay(body), send)
@@ -59,20 +58,18 @@ class FastEnqueue:
 
 def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None]:
     """The task and Idempotency-Key of a request the route would accept, else (None, None)."""
-    content_type = idempotency_key = None
+    content_type = header = None
     for name, value in scope["headers"]:  # the first of a repeated header, as Starlette reads it
         if name == b"content-type" and content_type is None:
             content_type = value.decode("latin-1")
-        elif name == b"idempotency-key" and idempotency_key is None:
-            idempotency_key = value.decode("latin-1")
+        elif name == b"idempotency-key" and header is None:
+            header = value.decode("latin-1")
     if content_type is None or not is_json_type(content_type):
         return None, None
-    if idempotency_key is not None and not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+    if header is not None and not is_idempotency_key(header):
         return None, None
     try:
         task = TaskIn.model_validate_json(body)
-    except ValidationError:
+        return task, idempotency_key_of(task, header)
+    except (ValidationError, DifferentIdempotencyKeys):
         return None, None
-    if idempotency_key and task.idempotency_key and idempotency_key != task.idempotency_key:
-        return None, None
-    return task, idempotency_key

@@ -5,9 +5,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -20,39 +19,22 @@ from pydantic import (
     model_validator,
 )
 
-from workly.api.body import encode_body
-from workly.dispatch.http_client import CONNECTION_HEADERS, request_target
+from workly.body import encode_body
 from workly.errors import ConfigError
+from workly.ids import new_task_id
+from workly.models import NewTask
+from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import decode_secret
 
-MAX_URL_LENGTH = 4096
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 MAX_BATCH = 1000
-MAX_HEADERS = 64
-# fullmatch, never match with ^…$: "$" also matches before a final newline ("a\n").
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-# Control characters other than tab cannot travel in a header value (CR and LF would
-# even split the request, NEL splits lines for some readers); Workly sends header values
-# as latin-1, as HTTP/1.1 does.
-_FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0, DEL, C1 (NEL splits lines too)
-_SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
-MAX_HEADER_VALUE = 8 * 1024
-MAX_HEADERS_TOTAL = 32 * 1024
 
 # Keys are printable text: no control characters (PostgreSQL text cannot even hold NUL).
 ShortText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _is_latin1(text: str) -> bool:
-    try:
-        text.encode("latin-1")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _reject_surrogates(value: Any) -> None:
@@ -108,59 +90,12 @@ class TaskIn(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        try:
-            parts = urlsplit(value)
-            port = parts.port
-        except ValueError as exc:
-            raise ValueError(f"not a valid URL: {exc}") from None
-        if parts.scheme not in ("http", "https"):
-            raise ValueError("the URL scheme must be http or https")
-        if not parts.hostname:
-            raise ValueError("the URL must name a host")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError("the URL must not carry credentials (user:password@); use a header")
-        if port == 0:
-            raise ValueError("the URL port must be 1-65535")
-        if any(ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value):
-            raise ValueError("the URL must not contain whitespace or control characters")
-        try:
-            target = request_target(value)  # the deliverer's own reading of it
-        except ValueError as exc:
-            raise ValueError(f"not a valid URL: {exc}") from None
-        if not target.raw_host:
-            raise ValueError("the URL must name a host")
-        return value
+        return check_url(value)
 
     @field_validator("headers")
     @classmethod
     def _valid_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > MAX_HEADERS:
-            raise ValueError(f"at most {MAX_HEADERS} headers")
-        lowered: set[str] = set()
-        for name, header_value in value.items():
-            if not _HEADER_NAME.fullmatch(name):
-                raise ValueError(f"invalid header name {name!r}")
-            if _FORBIDDEN_VALUE_CHARS.search(header_value):
-                raise ValueError(f"header {name!r} contains a control character (CR, LF, NUL, …)")
-            if header_value != header_value.strip(" \t"):
-                # HTTP drops it on the way (RFC 9110 §5.5): the receiver would see another value.
-                raise ValueError(f"header {name!r} begins or ends with whitespace")
-            if not header_value.isascii() and not _is_latin1(header_value):
-                raise ValueError(f"header {name!r} has characters HTTP headers cannot carry (not latin-1)")
-            if name.lower() in _SIGNATURE_HEADERS:
-                raise ValueError(f"header {name!r} is set by Workly on every delivery (Standard Webhooks)")
-            if name.lower() in CONNECTION_HEADERS:
-                raise ValueError(
-                    f"header {name!r} belongs to the connection; Workly sets what it needs itself"
-                )
-            if len(header_value) > MAX_HEADER_VALUE:
-                raise ValueError(f"header {name!r} is longer than {MAX_HEADER_VALUE} characters")
-            if name.lower() in lowered:
-                raise ValueError(f"header {name!r} is given twice")
-            lowered.add(name.lower())
-        if sum(len(name) + len(v) for name, v in value.items()) > MAX_HEADERS_TOTAL:
-            raise ValueError(f"the headers together are longer than {MAX_HEADERS_TOTAL} characters")
-        return value
+        return check_headers(value)
 
     @field_validator("body_base64")
     @classmethod
@@ -202,6 +137,26 @@ class TaskIn(_Strict):
         """The headers and body bytes to store and send."""
         assert self._encoded is not None
         return self._encoded
+
+    def new_task(self, queue: str, now: datetime, idempotency_header: str | None = None) -> NewTask:
+        """The task to store in ``queue``, with a new id; ``delay`` counts from ``now``."""
+        headers, body = self.encoded
+        run_at = self.run_at if self.delay is None else now + timedelta(seconds=self.delay)
+        return NewTask(
+            id=new_task_id(),
+            queue=queue,
+            url=self.url,
+            method=self.method,
+            headers=headers,
+            body=body,
+            run_at=run_at,
+            priority=self.priority,
+            key=self.key,
+            tenant=self.tenant,
+            idempotency_key=self.idempotency_key or idempotency_header,
+            max_attempts=self.max_attempts,
+            timeout=self.timeout,
+        )
 
 
 def check_secrets(value: str) -> str:

@@ -20,10 +20,10 @@ from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge
+from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
 from workly.periodic import run_every
-from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
 
 log = logging.getLogger("workly.dispatch")
@@ -54,7 +54,9 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
-            self._record, max_batch=result_batch_max, split=lambda exc: not is_unavailable(exc)
+            self._record,
+            max_batch=result_batch_max,
+            split=lambda exc: not isinstance(exc, StorageUnavailable),
         )
         self._loop_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
@@ -89,7 +91,8 @@ class Dispatcher:
         return running and time.monotonic() - self.last_tick < stall_seconds
 
     def wake(self) -> None:
-        """Called after an enqueue commits: claim now instead of at the next poll."""
+        """Claim now instead of at the next poll: work may be claimable (the service's
+        work_available, or another process's announcement)."""
         self._wake.set()
 
     # --- the loop ------------------------------------------------------------------
@@ -188,6 +191,11 @@ class Dispatcher:
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)
+
+
+def _one_by_one_may_help(exc: Exception) -> bool:
+    """A failed shared write is retried result by result, unless the database is down."""
+    return not isinstance(exc, StorageUnavailable)
 
 
 def _attempt_fields(

@@ -25,26 +25,9 @@ from dataclasses import dataclass
 import httptools
 from yarl import URL
 
-from workly.dispatch.outbound import BlockedTarget, OutboundPolicy
+from workly.outbound import BlockedTarget, OutboundPolicy
+from workly.outgoing import CONNECTION_HEADERS, request_target
 
-# Headers the client writes itself, or that belong to one connection: a task's own would
-# frame the request wrongly. (The API refuses them; tasks stored before it did are filtered.)
-CONNECTION_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authorization",
-        "proxy-authenticate",
-        "te",
-        "trailer",
-        "upgrade",
-        "expect",
-    }
-)
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 MAX_RESPONSE_HEADER_BYTES = 64 * 1024
 
@@ -196,12 +179,6 @@ class HttpClient:
                 conn.close()
         self._idle.clear()
         await asyncio.sleep(0)  # let the transports finish closing
-
-
-def request_target(url: str) -> URL:
-    """The URL as the request will use it: an ASCII URL exactly as given (no dot-segment
-    removal, no re-encoding); anything else percent-encoded and IDNA-encoded first."""
-    return URL(url, encoded=True) if url.isascii() else URL(url)
 
 
 def _encode_request(method: str, target: URL, headers: Mapping[str, str], body: bytes) -> bytes:

@@ -1,15 +1,18 @@
 """The storage contract every backend implements.
 
-Methods are domain operations, not query execution: the dispatcher and the API never
-see SQL. Every method that reads or writes time takes ``now`` from the caller, so the
-core runs on an injectable clock and tests never sleep.
+Methods are domain operations, not query execution: nothing above storage sees SQL or a
+database driver. Every method raises only Workly's errors (workly/errors.py: not found,
+conflict, StorageUnavailable, StorageError; workly/storage/interpret.py). Every method that
+reads or writes time takes ``now`` from the caller, so the core runs on an injectable clock
+and tests never sleep. Rules that are not about storing (a queue config's consistency, the
+body size) are the service's (workly/service); the storage applies what it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from workly.models import (
     Attempt,
@@ -18,6 +21,7 @@ from workly.models import (
     Enqueued,
     NewTask,
     Queue,
+    QueueChange,
     QueueConfig,
     RecordSummary,
     Task,
@@ -47,16 +51,18 @@ class Storage(Protocol):
 
     # --- wake-ups across processes -------------------------------------------------
     async def announce_work(self) -> None:
-        """Tell other processes that tasks were enqueued (PostgreSQL: NOTIFY; SQLite: nothing).
+        """Tell other processes that work may be claimable (PostgreSQL: NOTIFY; SQLite: nothing).
 
-        Called after the enqueue committed, never inside its transaction.
+        Called after the change committed (an enqueue, a retry, a resumed or changed
+        queue), never inside its transaction.
         """
 
     async def listen_for_work(self, on_work: Callable[[], None]) -> None:
         """Call ``on_work`` whenever another process announces work, until ``close``.
 
         PostgreSQL keeps one dedicated LISTEN connection outside the pool and reconnects
-        when it is lost; SQLite is single-process and never calls it.
+        when it is lost; it returns once that connection is up (or after a few seconds of
+        trying). SQLite is single-process and never calls it.
         """
 
     # --- tasks -------------------------------------------------------------------
@@ -139,8 +145,9 @@ class Storage(Protocol):
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         """Create or replace a queue's config; the bool is True when it was created."""
 
-    async def update_queue(self, name: str, changes: Mapping[str, Any], now: datetime) -> Queue:
-        """Change some config fields atomically. Raises QueueNotFound."""
+    async def update_queue(self, name: str, change: QueueChange, now: datetime) -> Queue:
+        """Replace the config with ``change(stored config)``, atomically: the queue row is
+        locked from the read to the write. Raises QueueNotFound, or what ``change`` raises."""
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue with its tasks and their attempts. Raises QueueNotFound."""

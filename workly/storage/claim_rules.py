@@ -1,8 +1,12 @@
-"""The claim's rules as plain functions: how much a queue may take, and in what order.
+"""The claim's rulebook: how much a queue may take, and in what order.
 
-PostgreSQL applies these same rules inside its claim statement (sql/postgres.sql,
-claim_tasks); SQLite's claim (sqlite_claim.py) applies them here. The shared conformance
-suite holds the two to the same results.
+Both backends follow these rules. SQLite's claim (sqlite_claim.py) calls these functions.
+PostgreSQL's claim statement (sql/postgres.sql, claim_tasks) calls SQL functions of the
+same names and arithmetic, created by migration 0006: ``claim_burst``, ``claim_tokens_now``,
+``claim_take``, ``claim_share``, ``claim_rate_wait``; and its window functions order the
+candidates as ``choose`` does. tests/storage/test_claim_differential.py checks each SQL
+function against its Python twin, and both whole claims against each other over random
+queues and backlogs: a rule changed on one side alone fails it.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def take(max_concurrency: int, running: int, tokens: float | None, limit: int) -
 
 def share(take: int, groups: int) -> int:
     """How many candidates to read per group (tenant or key) so ``take`` can be filled."""
-    return math.ceil(take / min(groups, take))
+    return -(-take // min(groups, take))  # the ceiling, in integers
 
 
 def rate_wait(rate_limit: float, tokens_left: float) -> float | None:

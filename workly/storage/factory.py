@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
+from workly.database_url import is_sqlite
 from workly.storage.base import Storage
-
-SynchronousMode = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+from workly.storage.sqlite_thread import SynchronousMode
 
 
 async def open_storage(
     url: str, *, sqlite_synchronous: SynchronousMode = "FULL", db_timeout: float = 10.0
 ) -> Storage:
     """``db_timeout`` bounds each statement (PostgreSQL) or each wait for the write lock (SQLite)."""
-    if url.startswith("sqlite:///"):
+    if is_sqlite(url):
         from workly.storage.sqlite import SqliteStorage
 
         return await SqliteStorage.open(url, sqlite_synchronous, busy_timeout=db_timeout)

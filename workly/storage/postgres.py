@@ -1,18 +1,22 @@
-"""PostgreSQL backend: an asyncpg pool; claims with FOR UPDATE SKIP LOCKED."""
+"""PostgreSQL backend: an asyncpg pool; claims with FOR UPDATE SKIP LOCKED.
+
+Every query is a named block of sql/postgres.sql, bound by parameter name (queries.py);
+every public method raises only Workly's errors (interpret.py).
+"""
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import astuple, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
-from workly.errors import ConfigError, QueueNotFound, TaskNotFound
+from workly.database_url import split_pool_size
+from workly.errors import QueueNotFound, TaskNotFound
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -20,24 +24,22 @@ from workly.models import (
     Enqueued,
     NewTask,
     Queue,
+    QueueChange,
     QueueConfig,
     RecordSummary,
     Task,
     TaskStatus,
-    check_queue_config,
 )
 from workly.storage import rows
+from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
 from workly.storage.postgres_wakeups import PostgresWakeups
-from workly.storage.queries import load_queries
+from workly.storage.queries import Query, postgres_queries
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 _MAX_SEQ = 2**63 - 1
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
-
-
-def _placed(row: asyncpg.Record) -> tuple[int, int, datetime, int]:
-    return (row["place"], -row["priority"], row["run_at"], row["seq"])
+Connection = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
 
 def _as_datetime(value: Any) -> datetime:
@@ -50,25 +52,6 @@ def _as_headers(value: Any) -> dict[str, str]:
 
 
 _DECODERS = rows.Decoders(time=_as_datetime, headers=_as_headers)
-
-
-def split_pool_size(url: str) -> tuple[str, int]:
-    """Remove ``pool_max_conns`` from the URL (asyncpg rejects it) and return the size.
-
-    Default: the CPU count, at least 4.
-    """
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    size = max(4, os.cpu_count() or 1)
-    kept = []
-    for name, value in query:
-        if name == "pool_max_conns":
-            if not value.isdigit() or int(value) < 1:
-                raise ConfigError(f"pool_max_conns must be a positive integer, got {value!r}")
-            size = int(value)
-        else:
-            kept.append((name, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), size
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -84,13 +67,32 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+# The statements, run by name with their parameters by name.
+# (``max_seconds`` overrides the statement timeout; no query has a parameter of that name.)
+async def _fetch(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> list[Any]:
+    return await db.fetch(query.sql, *query.args(params), timeout=max_seconds)
+
+
+async def _fetchrow(db: Connection, query: Query, **params: Any) -> Any:
+    return await db.fetchrow(query.sql, *query.args(params))
+
+
+async def _fetchval(db: Connection, query: Query, **params: Any) -> Any:
+    return await db.fetchval(query.sql, *query.args(params))
+
+
+async def _execute(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> None:
+    await db.execute(query.sql, *query.args(params), timeout=max_seconds)
+
+
+@raises_workly_errors(interpret_postgres_error)
 class PostgresStorage:
     dialect = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
         self._pool = pool
         self._dsn = dsn
-        self._q = load_queries("postgres")
+        self._q = postgres_queries()
         self.wakeups = PostgresWakeups(pool, dsn, self._q)
 
     @classmethod
@@ -113,65 +115,49 @@ class PostgresStorage:
         await self._pool.close()
 
     async def needs_vacuum(self) -> bool:
-        enabled: bool = await self._pool.fetchval(self._q.autovacuum_enabled)
-        return not enabled
+        return not await _fetchval(self._pool, self._q.autovacuum_enabled)
 
     async def vacuum(self) -> None:
-        await self._pool.execute(self._q.vacuum)
+        await _execute(self._pool, self._q.vacuum)
 
     async def announce_work(self) -> None:
         await self.wakeups.announce_work()
 
     async def listen_for_work(self, on_work: Callable[[], None]) -> None:
-        self.wakeups.listen(on_work)
+        await self.wakeups.listen(on_work)
 
     async def ping(self) -> None:
-        await self._pool.fetchval(self._q.ping, timeout=2)
+        await self._pool.fetchval(self._q.ping.sql, timeout=2)
 
     async def migrate(self) -> list[int]:
         applied = []
         async with self._pool.acquire() as conn, conn.transaction():
             # Not bounded by the statement timeout: waiting for another process's migration,
             # or building an index over a large table, may rightly take minutes.
-            await conn.execute(self._q.lock_migrations, timeout=MIGRATION_TIMEOUT)
-            await conn.execute(self._q.create_schema_version)
-            current = await conn.fetchval(self._q.get_schema_version)
+            await _execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
+            await _execute(conn, self._q.create_schema_version)
+            current = await _fetchval(conn, self._q.get_schema_version)
             for migration in pending("postgres", current):
                 await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT)
-                await conn.execute(self._q.set_schema_version, migration.version)
+                await _execute(conn, self._q.set_schema_version, version=migration.version)
                 applied.append(migration.version)
         return applied
 
     async def schema_version(self) -> int:
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(self._q.create_schema_version)
-            version: int = await conn.fetchval(self._q.get_schema_version)
+            await _execute(conn, self._q.create_schema_version)
+            version: int = await _fetchval(conn, self._q.get_schema_version)
             return version
 
     # --- tasks -------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        q = self._q
         async with self._pool.acquire() as conn:
-            created = await conn.fetch(
-                self._q.enqueue_tasks,
-                now,
-                [t.id for t in tasks],
-                [t.queue for t in tasks],
-                [t.url for t in tasks],
-                [t.method for t in tasks],
-                [json.dumps(t.headers) for t in tasks],
-                [t.body for t in tasks],
-                [t.run_at for t in tasks],
-                [t.priority for t in tasks],
-                [t.key for t in tasks],
-                [t.tenant for t in tasks],
-                [t.idempotency_key for t in tasks],
-                [t.max_attempts for t in tasks],
-                [t.timeout for t in tasks],
-            )
+            created = await _fetch(conn, q.enqueue_tasks, now=now, **_task_columns(tasks))
             # Tasks of a queue another transaction created meanwhile: read as stored.
             for index, row in enumerate(created):
                 if row["max_attempts"] is None:
-                    reread = await conn.fetchrow(self._q.get_task, row["id"])
+                    reread = await _fetchrow(conn, q.get_task, id=row["id"])
                     assert reread is not None, "inserted in this statement"
                     created[index] = reread
             existing = []
@@ -179,10 +165,13 @@ class PostgresStorage:
                 # Stored by an earlier try of this same request (committed, not answered).
                 inserted = {row["id"] for row in created}
                 skipped = [t.id for t in tasks if t.id not in inserted]
-                created.extend(await conn.fetch(self._q.get_tasks_by_ids, skipped))
+                created.extend(await _fetch(conn, q.get_tasks_by_ids, ids=skipped))
                 keys = idempotency_keys(tasks)
-                existing = await conn.fetch(
-                    self._q.get_tasks_by_idempotency_keys, [q for q, _ in keys], [k for _, k in keys]
+                existing = await _fetch(
+                    conn,
+                    q.get_tasks_by_idempotency_keys,
+                    queues=[queue for queue, _ in keys],
+                    keys=[key for _, key in keys],
                 )
         return enqueue_results(
             tasks,
@@ -191,33 +180,34 @@ class PostgresStorage:
         )
 
     async def get_task(self, task_id: str) -> Task | None:
-        row = await self._pool.fetchrow(self._q.get_task, task_id)
+        row = await _fetchrow(self._pool, self._q.get_task, id=task_id)
         return None if row is None else rows.task_from_row(row, _DECODERS)
 
     async def list_tasks(
         self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
-        before = _MAX_SEQ if before_seq is None else before_seq
+        q = self._q
+        page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
         async with self._pool.acquire() as conn:
             if queue is None:
                 if status is None:
-                    found = await conn.fetch(self._q.list_all_tasks, before, limit + 1)
+                    found = await _fetch(conn, q.list_all_tasks, **page)
                 else:
-                    found = await conn.fetch(self._q.list_all_tasks_by_status, status, before, limit + 1)
-            elif await conn.fetchrow(self._q.get_queue, queue) is None:
+                    found = await _fetch(conn, q.list_all_tasks_by_status, status=status, **page)
+            elif await _fetchrow(conn, q.get_queue, name=queue) is None:
                 raise QueueNotFound(queue)
             elif status is None:
-                found = await conn.fetch(self._q.list_tasks, queue, before, limit + 1)
+                found = await _fetch(conn, q.list_tasks, queue=queue, **page)
             else:
-                found = await conn.fetch(self._q.list_tasks_by_status, queue, status, before, limit + 1)
-        page = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
-        return page, (found[limit - 1]["seq"] if len(found) > limit else None)
+                found = await _fetch(conn, q.list_tasks_by_status, queue=queue, status=status, **page)
+        tasks = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
+        return tasks, (found[limit - 1]["seq"] if len(found) > limit else None)
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         async with self._pool.acquire() as conn:
-            if await conn.fetchrow(self._q.get_task, task_id) is None:
+            if await _fetchrow(conn, self._q.get_task, id=task_id) is None:
                 raise TaskNotFound(task_id)
-            found = await conn.fetch(self._q.list_attempts, task_id)
+            found = await _fetch(conn, self._q.list_attempts, id=task_id)
         return [rows.attempt_from_row(row, _DECODERS) for row in found]
 
     async def cancel_task(self, task_id: str, now: datetime) -> Task:
@@ -227,22 +217,27 @@ class PostgresStorage:
         return await self._transition(self._q.retry_task, task_id, now, "retry", lock_queue=True)
 
     async def _transition(
-        self, query: str, task_id: str, now: datetime, action: str, lock_queue: bool = False
+        self, query: Query, task_id: str, now: datetime, action: str, lock_queue: bool = False
     ) -> Task:
         async with self._pool.acquire() as conn, conn.transaction():
             if lock_queue:
-                await conn.execute(self._q.lock_queue_of_task, task_id)
-            changed = await conn.fetchrow(query, task_id, now)
-            row = await conn.fetchrow(self._q.get_task, task_id)
+                await _execute(conn, self._q.lock_queue_of_task, id=task_id)
+            changed = await _fetchrow(conn, query, id=task_id, now=now)
+            row = await _fetchrow(conn, self._q.get_task, id=task_id)
         task = None if row is None else rows.task_from_row(row, _DECODERS)
         return check_transition(task_id, task, changed is not None, action)
 
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
-        found = await self._pool.fetch(self._q.claim_tasks, now, limit, lease_token, lease_margin)
-        *tasks, hint = found  # the last row carries no task: when to claim again
+        found = await _fetch(
+            self._pool, self._q.claim_tasks, now=now, limit=limit, lease_token=lease_token,
+            lease_margin=lease_margin,
+        )  # fmt: skip
+        # One row carries no task (seq is null): when to claim again.
+        [hint] = [row for row in found if row["seq"] is None]
+        claimed = sorted((row for row in found if row["seq"] is not None), key=_placed)
         return Claim(
-            tasks=[rows.claimed_from_row(row, _DECODERS, lease_token) for row in sorted(tasks, key=_placed)],
+            tasks=[rows.claimed_from_row(row, _DECODERS, lease_token) for row in claimed],
             rate_wait=hint["wait"],
             more=hint["more"],
         )
@@ -250,19 +245,20 @@ class PostgresStorage:
     async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
         if not results:
             return RecordSummary(accepted=0, stale=0)
-        stale_flags = await self._pool.fetch(
+        stale_flags = await _fetch(
+            self._pool,
             self._q.record_results,
-            [r.task_seq for r in results],
-            [r.lease_token for r in results],
-            [r.attempt for r in results],
-            [r.started_at for r in results],
-            [r.finished_at for r in results],
-            [r.status_code for r in results],
-            [r.error for r in results],
-            [r.response for r in results],
-            [r.outcome for r in results],
-            [r.next_run_at for r in results],
-            now,
+            now=now,
+            task_seqs=[r.task_seq for r in results],
+            lease_tokens=[r.lease_token for r in results],
+            attempts=[r.attempt for r in results],
+            started_ats=[r.started_at for r in results],
+            finished_ats=[r.finished_at for r in results],
+            status_codes=[r.status_code for r in results],
+            errors=[r.error for r in results],
+            responses=[r.response for r in results],
+            outcomes=[r.outcome for r in results],
+            next_run_ats=[r.next_run_at for r in results],
         )
         # Attempts of deleted tasks are not kept, so count what was accepted.
         accepted = sum(1 for row in stale_flags if not row["stale"])
@@ -273,73 +269,105 @@ class PostgresStorage:
     ) -> int:
         if not leases:
             return 0
-        seqs, tokens = [seq for seq, _ in leases], [token for _, token in leases]
-        return len(await self._pool.fetch(self._q.extend_leases, now, lease_margin, seqs, tokens))
+        extended = await _fetch(
+            self._pool, self._q.extend_leases, now=now, lease_margin=lease_margin,
+            seqs=[seq for seq, _ in leases], lease_tokens=[token for _, token in leases],
+        )  # fmt: skip
+        return len(extended)
 
     async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
-        return len(await self._pool.fetch(self._q.prune_succeeded, before, limit))
+        return len(await _fetch(self._pool, self._q.prune_succeeded, cutoff=before, limit=limit))
 
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
-        return len(await self._pool.fetch(self._q.reap_expired, now, limit))
+        return len(await _fetch(self._pool, self._q.reap_expired, now=now, limit=limit))
+
+    async def recount_running(self) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _execute(conn, self._q.lock_queues)
+            return len(await _fetch(conn, self._q.recount_running))
 
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None:
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow(self._q.get_queue, name)
-            if row is None:
-                return None
-            counts = rows.counts_by_queue(await conn.fetch(self._q.count_tasks_of_queue, name))
+            return await self._read_queue(conn, name)
+
+    async def _read_queue(self, conn: Connection, name: str) -> Queue | None:
+        row = await _fetchrow(conn, self._q.get_queue, name=name)
+        if row is None:
+            return None
+        counts = rows.counts_by_queue(await _fetch(conn, self._q.count_tasks_of_queue, queue=name))
         return rows.queue_from_row(row, counts.get(name, rows.empty_counts()), _DECODERS)
 
     async def list_queues(self) -> list[Queue]:
         async with self._pool.acquire() as conn:
-            found = await conn.fetch(self._q.list_queues)
-            counts = rows.counts_by_queue(await conn.fetch(self._q.count_tasks))
+            found = await _fetch(conn, self._q.list_queues)
+            counts = rows.counts_by_queue(await _fetch(conn, self._q.count_tasks))
         return [
             rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS) for row in found
         ]
 
     async def delivered_since(self, since: datetime) -> dict[str, int]:
-        async with self._pool.acquire() as conn:
-            return {row["queue"]: row["n"] for row in await conn.fetch(self._q.delivered_since, since)}
+        found = await _fetch(self._pool, self._q.delivered_since, since=since)
+        return {row["queue"]: row["n"] for row in found}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
-        created = await self._pool.fetchval(self._q.put_queue, name, *_config_values(config), now)
-        queue = await self.get_queue(name)
-        assert queue is not None
+        async with self._pool.acquire() as conn:
+            created = await _fetchval(conn, self._q.put_queue, **_config_params(name, config, now))
+            queue = await self._read_queue(conn, name)
+        if queue is None:  # deleted by another process right after this put
+            raise QueueNotFound(name)
         return queue, bool(created)
 
-    async def update_queue(self, name: str, changes: Mapping[str, Any], now: datetime) -> Queue:
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(self._q.get_queue_for_update, name)
-            if row is None:
-                raise QueueNotFound(name)
-            config = check_queue_config(replace(rows.queue_config_from_row(row), **changes))
-            await conn.execute(self._q.update_queue, name, *_config_values(config), now)
-        queue = await self.get_queue(name)
+    async def update_queue(self, name: str, change: QueueChange, now: datetime) -> Queue:
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                row = await _fetchrow(conn, self._q.get_queue_for_update, name=name)
+                if row is None:
+                    raise QueueNotFound(name)
+                config = change(rows.queue_config_from_row(row))
+                await _execute(conn, self._q.update_queue, **_config_params(name, config, now))
+            queue = await self._read_queue(conn, name)
         if queue is None:
             raise QueueNotFound(name)
         return queue
 
     async def delete_queue(self, name: str) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
-            if await conn.fetchval(self._q.delete_queue, name) is None:
+            if await _fetchval(conn, self._q.delete_queue, name=name) is None:
                 raise QueueNotFound(name)
-            await conn.execute(self._q.delete_queue_releases, name)
-
-    async def recount_running(self) -> int:
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(self._q.lock_queues)
-            return len(await conn.fetch(self._q.recount_running))
+            await _execute(conn, self._q.delete_queue_releases, queue=name)
 
     async def purge_queue(self, name: str) -> int:
         async with self._pool.acquire() as conn, conn.transaction():
-            if await conn.fetchrow(self._q.get_queue_for_update, name) is None:
+            if await _fetchrow(conn, self._q.get_queue_for_update, name=name) is None:
                 raise QueueNotFound(name)
-            purged: int = await conn.fetchval(self._q.purge_queue, name)
+            purged: int = await _fetchval(conn, self._q.purge_queue, queue=name)
         return purged
 
 
-def _config_values(config: QueueConfig) -> tuple[Any, ...]:
-    """The config in field order: the order of put_queue's and update_queue's parameters."""
-    return astuple(config)
+def _placed(row: asyncpg.Record) -> tuple[int, int, datetime, int]:
+    """The claim's order across queues (claim_rules.choose): place, priority, run_at, seq."""
+    return (row["place"], -row["priority"], row["run_at"], row["seq"])
+
+
+def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
+    """The tasks as one array per column: enqueue_tasks unnests them in one statement."""
+    return {
+        "ids": [t.id for t in tasks],
+        "queues": [t.queue for t in tasks],
+        "urls": [t.url for t in tasks],
+        "methods": [t.method for t in tasks],
+        "headers": [json.dumps(t.headers) for t in tasks],
+        "bodies": [t.body for t in tasks],
+        "run_ats": [t.run_at for t in tasks],
+        "priorities": [t.priority for t in tasks],
+        "keys": [t.key for t in tasks],
+        "tenants": [t.tenant for t in tasks],
+        "idempotency_keys": [t.idempotency_key for t in tasks],
+        "max_attempts": [t.max_attempts for t in tasks],
+        "timeouts": [t.timeout for t in tasks],
+    }
+
+
+def _config_params(name: str, config: QueueConfig, now: datetime) -> dict[str, Any]:
+    return {**asdict(config), "name": name, "now": now}

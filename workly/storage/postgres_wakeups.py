@@ -23,7 +23,7 @@ from collections.abc import Callable
 import asyncpg
 
 from workly.batching import CoalescedCall
-from workly.storage.queries import Queries
+from workly.storage.queries import PostgresQueries
 
 log = logging.getLogger("workly.storage")
 CHANNEL = "workly_work"
@@ -31,7 +31,9 @@ _RETRY_MIN, _RETRY_MAX = 0.5, 10.0
 
 
 class PostgresWakeups:
-    def __init__(self, pool: asyncpg.Pool, dsn: str, queries: Queries, hello_every: float = 10.0) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, dsn: str, queries: PostgresQueries, hello_every: float = 10.0
+    ) -> None:
         self._pool = pool
         self._dsn = dsn
         self._q = queries
@@ -41,6 +43,7 @@ class PostgresWakeups:
         self._listener: asyncio.Task[None] | None = None
         self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
         self.announced = 0
+        self._connected = asyncio.Event()
 
     @property
     def peers(self) -> set[str]:
@@ -52,8 +55,13 @@ class PostgresWakeups:
             await self._notify("work")
             self.announced += 1
 
-    def listen(self, on_work: Callable[[], None]) -> None:
+    async def listen(self, on_work: Callable[[], None], first_wait: float = 5.0) -> None:
+        """Start listening; return once the first LISTEN connection is up and has said hello
+        (or after ``first_wait`` seconds: the listener keeps trying in the background). A
+        process that answers ready then hears, and is heard by, the processes already running."""
         self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), timeout=first_wait)
 
     async def close(self) -> None:
         if self._listener is None:
@@ -66,7 +74,8 @@ class PostgresWakeups:
             await asyncio.wait_for(self._notify("bye"), timeout=2)
 
     async def _notify(self, kind: str) -> None:
-        await self._pool.execute(self._q.announce_work, f"{kind}:{self.id}")
+        query = self._q.announce_work
+        await self._pool.execute(query.sql, *query.args({"payload": f"{kind}:{self.id}"}))
 
     async def _listen(self, on_work: Callable[[], None]) -> None:
         retry_in = _RETRY_MIN
@@ -113,10 +122,12 @@ class PostgresWakeups:
         conn.add_termination_listener(lambda _: lost.set())
         while not lost.is_set():
             self._hello.trigger()
+            await self._hello.drain()
+            self._connected.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(lost.wait(), timeout=self._hello_every)
                 return
-            await conn.fetchval(self._q.ping, timeout=5)
+            await conn.fetchval(self._q.ping.sql, timeout=5)
 
 
 def _log_failure(exc: Exception) -> None:

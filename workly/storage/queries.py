@@ -1,48 +1,131 @@
-"""Named SQL blocks, loaded once per dialect from ``sql/<dialect>.sql``.
+"""Named SQL blocks, one file per dialect (``sql/<dialect>.sql``), loaded once, looked up
+by typed names and bound by parameter name.
 
-A block starts with a line ``-- name: <query_name>`` and runs to the next such
-line. Both dialect files define the same names (a test checks it), so each backend
-method reads as ``self._q.claim_tasks`` whatever the database.
+A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
+Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
+PostgreSQL (asyncpg takes ``$1, $2, …``) each name becomes one ``$n`` when the file is
+loaded, and ``Query.args`` puts the values in that order. A call that gives a name the
+query lacks, or leaves one out, fails at once instead of binding the wrong value.
+
+Each dialect's queries are a frozen dataclass with one field per name: a typo in the code
+fails mypy, and a block missing from (or unknown to) the file fails the first load.
+Both files share the names of ``CommonQueries``; SQLite may run a query as several
+statements named ``<query>_<part>`` (a test checks the pairing).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 Dialect = Literal["postgres", "sqlite"]
-# Cross-process wake-ups (SQLite runs in one process and has nobody to notify), vacuum
-# (SQLite updates in place and leaves no dead row versions to clean up), and the locks and
-# counters that keep queue limits across processes (SQLite has one writer, which counts).
-POSTGRES_ONLY = frozenset(
-    {
-        "announce_work",
-        "autovacuum_enabled",
-        "vacuum",
-        "lock_queue_of_task",
-        "delete_queue_releases",
-        "lock_queues",
-        "recount_running",
-    }
-)
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+# Comments and quoted text are kept as they are; a parameter is ":name" not preceded by
+# another ':' (so a PostgreSQL cast, "::text", is not one).
+_LEXEME = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<!:):([A-Za-z_]\w*)|\$\d+")
 
 
-class Queries:
-    def __init__(self, dialect: Dialect, blocks: dict[str, str]) -> None:
-        self.dialect = dialect
-        self._blocks = blocks
+class QueryParameterError(TypeError):
+    """A query was called with parameters other than the ones it names: a programming error."""
 
-    def __getattr__(self, name: str) -> str:
-        try:
-            return self._blocks[name]
-        except KeyError:
-            raise AttributeError(f"no query named {name!r} in {self.dialect}.sql") from None
 
-    def names(self) -> set[str]:
-        return set(self._blocks)
+@dataclass(frozen=True, slots=True)
+class Query:
+    name: str
+    sql: str  # as the driver takes it: "$n" placeholders (PostgreSQL) or ":name" (SQLite)
+    params: tuple[str, ...]  # the parameter names, in "$n" order
+
+    def args(self, values: Mapping[str, Any]) -> list[Any]:
+        """The values in placeholder order (PostgreSQL)."""
+        self.check(values)
+        return [values[name] for name in self.params]
+
+    def check(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``values`` itself, once its names are exactly the query's (SQLite binds by name)."""
+        if values.keys() != set(self.params):
+            missing = sorted(set(self.params) - values.keys())
+            unknown = sorted(values.keys() - set(self.params))
+            raise QueryParameterError(f"query {self.name}: missing {missing}, unknown {unknown}")
+        return values
+
+
+@dataclass(frozen=True, slots=True)
+class CommonQueries:
+    """The queries both dialects define under the same name."""
+
+    get_tasks_by_ids: Query
+    get_tasks_by_idempotency_keys: Query
+    get_task: Query
+    list_tasks: Query
+    list_tasks_by_status: Query
+    list_all_tasks: Query
+    list_attempts: Query
+    cancel_task: Query
+    retry_task: Query
+    claim_tasks: Query
+    record_results: Query
+    get_queue: Query
+    get_queue_for_update: Query
+    list_queues: Query
+    count_tasks_of_queue: Query
+    delivered_since: Query
+    count_tasks: Query
+    put_queue: Query
+    update_queue: Query
+    delete_queue: Query
+    purge_queue: Query
+    ping: Query
+    create_schema_version: Query
+    lock_migrations: Query
+    get_schema_version: Query
+    set_schema_version: Query
+    reap_expired: Query
+    extend_leases: Query
+    prune_succeeded: Query
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresQueries(CommonQueries):
+    enqueue_tasks: Query
+    list_all_tasks_by_status: Query
+    lock_queue_of_task: Query
+    # Cross-process wake-ups, vacuum, and the locks and counters that keep queue limits
+    # across processes: SQLite runs in one process, updates rows in place, and has one
+    # writer, which counts.
+    announce_work: Query
+    autovacuum_enabled: Query
+    vacuum: Query
+    delete_queue_releases: Query
+    lock_queues: Query
+    recount_running: Query
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteQueries(CommonQueries):
+    # Parts of queries PostgreSQL runs as one statement (see sqlite.sql).
+    enqueue_tasks_ensure_queues: Query
+    enqueue_tasks_insert: Query
+    list_all_tasks_by_status_queues: Query
+    list_all_tasks_by_status_seqs: Query
+    list_all_tasks_by_status_rows: Query
+    claim_tasks_open_queues: Query
+    claim_tasks_plain: Query
+    claim_tasks_tenants: Query
+    claim_tasks_by_tenant: Query
+    claim_tasks_keys: Query
+    claim_tasks_key_head: Query
+    claim_tasks_by_key: Query
+    claim_tasks_spend_tokens: Query
+    claim_tasks_served: Query
+    record_results_attempts: Query
+    reap_expired_attempts: Query
+
+
+Q = TypeVar("Q", bound=CommonQueries)
 
 
 def parse_blocks(text: str) -> dict[str, str]:
@@ -57,7 +140,40 @@ def parse_blocks(text: str) -> dict[str, str]:
     return blocks
 
 
-@cache
-def load_queries(dialect: Dialect) -> Queries:
+def compile_query(name: str, text: str, dialect: Dialect) -> Query:
+    """Find the ``:name`` parameters; for PostgreSQL, number them ``$1…`` in order of first use."""
+    params: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        lexeme = match.group(0)
+        if lexeme.startswith("$"):
+            raise ValueError(f"query {name!r}: write parameters by name (:name), not {lexeme}")
+        param = match.group(1)
+        if param is None:
+            return lexeme  # a comment or quoted text
+        if param not in params:
+            params.append(param)
+        return f"${params.index(param) + 1}" if dialect == "postgres" else lexeme
+
+    sql = _LEXEME.sub(replace, text)
+    return Query(name, sql, tuple(params))
+
+
+def _load(kind: type[Q], dialect: Dialect) -> Q:
     text = resources.files("workly.storage").joinpath("sql", f"{dialect}.sql").read_text("utf-8")
-    return Queries(dialect, parse_blocks(text))
+    blocks = parse_blocks(text)
+    wanted = {f.name for f in fields(kind)}
+    if blocks.keys() != wanted:
+        missing, unknown = sorted(wanted - blocks.keys()), sorted(blocks.keys() - wanted)
+        raise RuntimeError(f"{dialect}.sql: missing queries {missing}, unknown queries {unknown}")
+    return kind(**{name: compile_query(name, sql, dialect) for name, sql in blocks.items()})
+
+
+@cache
+def postgres_queries() -> PostgresQueries:
+    return _load(PostgresQueries, "postgres")
+
+
+@cache
+def sqlite_queries() -> SqliteQueries:
+    return _load(SqliteQueries, "sqlite")

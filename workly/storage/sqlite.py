@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
+from workly.database_url import sqlite_path
 from workly.errors import ConfigError, QueueNotFound, TaskNotFound
 from workly.models import (
     Attempt,
@@ -23,17 +23,17 @@ from workly.models import (
     Enqueued,
     NewTask,
     Queue,
+    QueueChange,
     QueueConfig,
     RecordSummary,
     Task,
     TaskStatus,
-    check_queue_config,
 )
 from workly.storage import rows, sqlite_claim
-from workly.storage.factory import SynchronousMode
+from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.migrator import pending
-from workly.storage.queries import load_queries
-from workly.storage.sqlite_thread import SqliteThread
+from workly.storage.queries import Query, sqlite_queries
+from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 Db = sqlite3.Connection
@@ -41,7 +41,7 @@ _MAX_SEQ = 2**63 - 1
 _MIN_SQLITE = (3, 38, 0)  # ->> operator, RETURNING, UPDATE … FROM
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_Q = load_queries("sqlite")
+_q = sqlite_queries  # loaded at the first call, then cached
 
 
 def to_us(value: datetime) -> int:
@@ -60,15 +60,7 @@ def _as_headers(value: Any) -> dict[str, str]:
 _DECODERS = rows.Decoders(time=from_us, headers=_as_headers)
 
 
-def sqlite_path(url: str) -> Path:
-    if not url.startswith("sqlite:///"):
-        raise ConfigError(f"not a SQLite URL: {url!r} (expected sqlite:///path)")
-    path = url.removeprefix("sqlite:///")
-    if not path or path == ":memory:":
-        raise ConfigError("SQLite needs a file path: sqlite:///./workly.db")
-    return Path(path)
-
-
+@raises_workly_errors(interpret_sqlite_error)
 class SqliteStorage:
     """``synchronous`` applies to every write the API acknowledges (enqueue, queue and task
     changes): FULL (the default) means a 201 survives a power loss. The dispatcher's own
@@ -104,7 +96,7 @@ class SqliteStorage:
         await self._writer.close()
 
     async def ping(self) -> None:
-        await self._reader.run(_fetchall, _Q.ping)
+        await self._reader.run(_fetchall, _q().ping)
 
     async def needs_vacuum(self) -> bool:
         return False  # rows are updated in place: no dead versions pile up
@@ -141,12 +133,12 @@ class SqliteStorage:
 
     async def cancel_task(self, task_id: str, now: datetime) -> Task:
         return await self._writer.transaction(
-            self._acknowledged, _transition, _Q.cancel_task, task_id, to_us(now), "cancel"
+            self._acknowledged, _transition, _q().cancel_task, task_id, to_us(now), "cancel"
         )
 
     async def retry_task(self, task_id: str, now: datetime) -> Task:
         return await self._writer.transaction(
-            self._acknowledged, _transition, _Q.retry_task, task_id, to_us(now), "retry"
+            self._acknowledged, _transition, _q().retry_task, task_id, to_us(now), "retry"
         )
 
     # --- dispatch ----------------------------------------------------------------
@@ -166,11 +158,11 @@ class SqliteStorage:
         if not leases:
             return 0
         params = {"now": to_us(now), "lease_margin": lease_margin, "leases": json.dumps(list(leases))}
-        return await self._writer.transaction(self._bookkeeping, _count_rows, _Q.extend_leases, params)
+        return await self._writer.transaction(self._bookkeeping, _count_rows, _q().extend_leases, params)
 
     async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
         params = {"cutoff": to_us(before), "limit": limit}
-        return await self._writer.transaction(self._bookkeeping, _count_rows, _Q.prune_succeeded, params)
+        return await self._writer.transaction(self._bookkeeping, _count_rows, _q().prune_succeeded, params)
 
     async def recount_running(self) -> int:
         return 0  # nothing to repair: the claim counts running tasks itself (one writer)
@@ -186,14 +178,14 @@ class SqliteStorage:
         return await self._reader.run(_list_queues)
 
     async def delivered_since(self, since: datetime) -> dict[str, int]:
-        found = await self._reader.run(_fetchall, _Q.delivered_since, {"since": to_us(since)})
+        found = await self._reader.run(_fetchall, _q().delivered_since, {"since": to_us(since)})
         return {row["queue"]: row["n"] for row in found}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         return await self._writer.transaction(self._acknowledged, _put_queue, name, config, to_us(now))
 
-    async def update_queue(self, name: str, changes: Mapping[str, Any], now: datetime) -> Queue:
-        return await self._writer.transaction(self._acknowledged, _update_queue, name, changes, to_us(now))
+    async def update_queue(self, name: str, change: QueueChange, now: datetime) -> Queue:
+        return await self._writer.transaction(self._acknowledged, _update_queue, name, change, to_us(now))
 
     async def delete_queue(self, name: str) -> None:
         await self._writer.transaction(self._acknowledged, _delete_queue, name)
@@ -206,48 +198,57 @@ class SqliteStorage:
 # Each function takes the connection first; writes run inside BEGIN IMMEDIATE.
 
 
-def _fetchall(db: Db, query: str, params: Mapping[str, Any] | None = None) -> list[sqlite3.Row]:
-    return db.execute(query, params or {}).fetchall()
+def _execute(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Cursor:
+    return db.execute(query.sql, query.check(params or {}))
 
 
-def _fetchone(db: Db, query: str, params: Mapping[str, Any] | None = None) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = db.execute(query, params or {}).fetchone()
+def _execute_many(db: Db, query: Query, rows_of_params: Sequence[Mapping[str, Any]]) -> None:
+    db.executemany(query.sql, [query.check(params) for params in rows_of_params])
+
+
+def _fetchall(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> list[sqlite3.Row]:
+    return _execute(db, query, params).fetchall()
+
+
+def _fetchone(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = _execute(db, query, params).fetchone()
     return row
 
 
 def _migrate(db: Db) -> list[int]:
-    db.execute(_Q.lock_migrations)
-    db.execute(_Q.create_schema_version)
+    _execute(db, _q().lock_migrations)
+    _execute(db, _q().create_schema_version)
     applied = []
     for migration in pending("sqlite", _current_version(db)):
         for statement in _split_statements(migration.sql):
             db.execute(statement)
-        db.execute(_Q.set_schema_version, {"version": migration.version})
+        _execute(db, _q().set_schema_version, {"version": migration.version})
         applied.append(migration.version)
     return applied
 
 
 def _schema_version(db: Db) -> int:
-    db.execute(_Q.create_schema_version)
+    _execute(db, _q().create_schema_version)
     return _current_version(db)
 
 
 def _current_version(db: Db) -> int:
-    row = _fetchone(db, _Q.get_schema_version)
+    row = _fetchone(db, _q().get_schema_version)
     assert row is not None
     version: int = row["version"]
     return version
 
 
 def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
-    db.executemany(
-        _Q.enqueue_tasks_ensure_queues,
+    _execute_many(
+        db,
+        _q().enqueue_tasks_ensure_queues,
         [{"queue": q, "now": now_us} for q in sorted({t.queue for t in tasks})],
     )
     keys = idempotency_keys(tasks)
-    existing = _fetchall(db, _Q.get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
+    existing = _fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
     # Stored by an earlier try of this same request (committed, but not answered).
-    stored = _fetchall(db, _Q.get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
+    stored = _fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
     stored_ids = {row["id"] for row in stored}
     # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
     taken = {(row["queue"], row["idempotency_key"]) for row in existing}
@@ -260,8 +261,8 @@ def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
                 continue
             taken.add((task.queue, task.idempotency_key))
         to_insert.append(_task_params(task, now_us))
-    db.executemany(_Q.enqueue_tasks_insert, to_insert)
-    created = stored + _fetchall(db, _Q.get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
+    _execute_many(db, _q().enqueue_tasks_insert, to_insert)
+    created = stored + _fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
     return enqueue_results(
         tasks,
         {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
@@ -270,47 +271,45 @@ def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
 
 
 def _get_task(db: Db, task_id: str) -> Task | None:
-    row = _fetchone(db, _Q.get_task, {"id": task_id})
+    row = _fetchone(db, _q().get_task, {"id": task_id})
     return None if row is None else rows.task_from_row(row, _DECODERS)
 
 
 def _list_tasks(
     db: Db, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
 ) -> tuple[list[Task], int | None]:
-    params = {
-        "queue": queue,
-        "status": status,
-        "before": _MAX_SEQ if before_seq is None else before_seq,
-        "limit": limit + 1,
-    }
+    q = _q()
+    page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
     if queue is None and status is None:
-        found = _fetchall(db, _Q.list_all_tasks, params)
+        found = _fetchall(db, q.list_all_tasks, page)
     elif queue is None:
         # Each queue's newest matches from tasks_queue_status, merged: as PostgreSQL's
         # lateral join does, so a rare status is found without scanning the table.
         seqs: list[int] = []
-        for (name,) in db.execute(_Q.list_all_tasks_by_status_queues).fetchall():
-            seqs += [
-                row["seq"]
-                for row in _fetchall(db, _Q.list_all_tasks_by_status_seqs, {**params, "queue": name})
-            ]
+        for (name,) in _fetchall(db, q.list_all_tasks_by_status_queues):
+            matches = {**page, "queue": name, "status": status}
+            seqs += [row["seq"] for row in _fetchall(db, q.list_all_tasks_by_status_seqs, matches)]
         newest = sorted(seqs, reverse=True)[: limit + 1]
-        found = _fetchall(db, _Q.list_all_tasks_by_status_rows, {"seqs": json.dumps(newest)})
-    elif _fetchone(db, _Q.get_queue, {"name": queue}) is None:
+        found = _fetchall(db, q.list_all_tasks_by_status_rows, {"seqs": json.dumps(newest)})
+    elif _fetchone(db, q.get_queue, {"name": queue}) is None:
         raise QueueNotFound(queue)
+    elif status is None:
+        found = _fetchall(db, q.list_tasks, {**page, "queue": queue})
     else:
-        found = _fetchall(db, _Q.list_tasks if status is None else _Q.list_tasks_by_status, params)
-    page = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
-    return page, (found[limit - 1]["seq"] if len(found) > limit else None)
+        found = _fetchall(db, q.list_tasks_by_status, {**page, "queue": queue, "status": status})
+    tasks = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
+    return tasks, (found[limit - 1]["seq"] if len(found) > limit else None)
 
 
 def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
-    if _fetchone(db, _Q.get_task, {"id": task_id}) is None:
+    if _fetchone(db, _q().get_task, {"id": task_id}) is None:
         raise TaskNotFound(task_id)
-    return [rows.attempt_from_row(row, _DECODERS) for row in _fetchall(db, _Q.list_attempts, {"id": task_id})]
+    return [
+        rows.attempt_from_row(row, _DECODERS) for row in _fetchall(db, _q().list_attempts, {"id": task_id})
+    ]
 
 
-def _transition(db: Db, query: str, task_id: str, now_us: int, action: str) -> Task:
+def _transition(db: Db, query: Query, task_id: str, now_us: int, action: str) -> Task:
     changed = _fetchall(db, query, {"id": task_id, "now": now_us})
     return check_transition(task_id, _get_task(db, task_id), bool(changed), action)
 
@@ -329,9 +328,10 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
             for r in results
         ]
     )
-    accepted = {row["seq"] for row in _fetchall(db, _Q.record_results, {"results": payload, "now": now_us})}
-    db.executemany(
-        _Q.record_results_attempts,
+    accepted = {row["seq"] for row in _fetchall(db, _q().record_results, {"results": payload, "now": now_us})}
+    _execute_many(
+        db,
+        _q().record_results_attempts,
         [
             {
                 "task_seq": r.task_seq,
@@ -350,62 +350,62 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
     return RecordSummary(accepted=len(results) - stale, stale=stale)
 
 
-def _count_rows(db: Db, query: str, params: Mapping[str, Any]) -> int:
+def _count_rows(db: Db, query: Query, params: Mapping[str, Any]) -> int:
     return len(_fetchall(db, query, params))
 
 
 def _reap(db: Db, now_us: int, limit: int) -> int:
     params = {"now": now_us, "limit": limit}
-    seqs = [row["task_seq"] for row in _fetchall(db, _Q.reap_expired_attempts, params)]
+    seqs = [row["task_seq"] for row in _fetchall(db, _q().reap_expired_attempts, params)]
     if seqs:
-        db.execute(_Q.reap_expired, {"now": now_us, "seqs": json.dumps(seqs)})
+        _execute(db, _q().reap_expired, {"now": now_us, "seqs": json.dumps(seqs)})
     return len(seqs)
 
 
 def _read_queue(db: Db, name: str) -> Queue | None:
-    row = _fetchone(db, _Q.get_queue, {"name": name})
+    row = _fetchone(db, _q().get_queue, {"name": name})
     if row is None:
         return None
-    counts = rows.counts_by_queue(_fetchall(db, _Q.count_tasks_of_queue, {"queue": name}))
+    counts = rows.counts_by_queue(_fetchall(db, _q().count_tasks_of_queue, {"queue": name}))
     return rows.queue_from_row(row, counts.get(name, rows.empty_counts()), _DECODERS)
 
 
 def _list_queues(db: Db) -> list[Queue]:
-    counts = rows.counts_by_queue(_fetchall(db, _Q.count_tasks))
+    counts = rows.counts_by_queue(_fetchall(db, _q().count_tasks))
     return [
         rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS)
-        for row in _fetchall(db, _Q.list_queues)
+        for row in _fetchall(db, _q().list_queues)
     ]
 
 
 def _put_queue(db: Db, name: str, config: QueueConfig, now_us: int) -> tuple[Queue, bool]:
-    created = _fetchone(db, _Q.get_queue, {"name": name}) is None
-    db.execute(_Q.put_queue, _config_params(name, config, now_us))
+    created = _fetchone(db, _q().get_queue, {"name": name}) is None
+    _execute(db, _q().put_queue, _config_params(name, config, now_us))
     queue = _read_queue(db, name)
     assert queue is not None
     return queue, created
 
 
-def _update_queue(db: Db, name: str, changes: Mapping[str, Any], now_us: int) -> Queue:
-    row = _fetchone(db, _Q.get_queue_for_update, {"name": name})
+def _update_queue(db: Db, name: str, change: QueueChange, now_us: int) -> Queue:
+    row = _fetchone(db, _q().get_queue_for_update, {"name": name})
     if row is None:
         raise QueueNotFound(name)
-    config = check_queue_config(replace(rows.queue_config_from_row(row), **changes))
-    db.execute(_Q.update_queue, _config_params(name, config, now_us))
+    config = change(rows.queue_config_from_row(row))
+    _execute(db, _q().update_queue, _config_params(name, config, now_us))
     queue = _read_queue(db, name)
     assert queue is not None
     return queue
 
 
 def _delete_queue(db: Db, name: str) -> None:
-    if not _fetchall(db, _Q.delete_queue, {"name": name}):
+    if not _fetchall(db, _q().delete_queue, {"name": name}):
         raise QueueNotFound(name)
 
 
 def _purge_queue(db: Db, name: str) -> int:
-    if _fetchone(db, _Q.get_queue, {"name": name}) is None:
+    if _fetchone(db, _q().get_queue, {"name": name}) is None:
         raise QueueNotFound(name)
-    return db.execute(_Q.purge_queue, {"queue": name}).rowcount
+    return _execute(db, _q().purge_queue, {"queue": name}).rowcount
 
 
 def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""SQLite's claim: the rules of claim_rules.py over the claim_tasks_* queries.
+"""SQLite's claim: the rules of claim_rules.py (the rulebook) over the claim_tasks_* queries.
+
+PostgreSQL's claim statement follows the same rules through SQL functions named after
+them (claim_burst, claim_take, … in migration 0006); tests/storage/test_claim_differential.py
+holds the two claims to the same tasks, in the same order, with the same rate_wait and more.
 
 Runs on the writer thread inside one BEGIN IMMEDIATE transaction, so nothing else
 writes while it counts, chooses and marks (SQLite has a single writer).
@@ -14,9 +18,9 @@ from typing import Any
 from workly.models import Claim, ClaimedTask
 from workly.storage import claim_rules, rows
 from workly.storage.claim_rules import Candidate
-from workly.storage.queries import load_queries
+from workly.storage.queries import Query, sqlite_queries
 
-_Q = load_queries("sqlite")
+_q = sqlite_queries  # loaded at the first call, then cached
 _SECOND_US = 1_000_000
 
 
@@ -43,7 +47,7 @@ def claim(
     lease_margin: float,
     decoders: rows.Decoders,
 ) -> Claim:
-    budgets = [_budget(queue, now_us, limit) for queue in db.execute(_Q.claim_tasks_open_queues)]
+    budgets = [_budget(queue, now_us, limit) for queue in _rows(db, _q().claim_tasks_open_queues)]
     candidates: list[Candidate] = []
     served: dict[tuple[str, str], int] = {}
     for budget in budgets:
@@ -80,25 +84,31 @@ def _budget(queue: sqlite3.Row, now_us: int, limit: int) -> _Budget:
 
 def _candidates(db: sqlite3.Connection, budget: _Budget, now_us: int) -> list[Candidate]:
     queue, take = budget.name, budget.take
-    params: dict[str, Any] = {"queue": queue, "now": now_us, "limit": take}
-    found = [_candidate(row, queue, "p", "") for row in db.execute(_Q.claim_tasks_plain, params)]
-    tenants = db.execute(_Q.claim_tasks_tenants, params).fetchall()
+    due = {"queue": queue, "now": now_us}
+    found = [
+        _candidate(row, queue, "p", "") for row in _rows(db, _q().claim_tasks_plain, {**due, "limit": take})
+    ]
+    tenants = _rows(db, _q().claim_tasks_tenants, {"queue": queue})
     for tenant in tenants:
         if tenant["last_served"] is not None:
             budget.served[(queue, tenant["tenant"])] = tenant["last_served"]
         share = claim_rules.share(take, len(tenants))
-        got = db.execute(_Q.claim_tasks_by_tenant, {**params, "tenant": tenant["tenant"], "limit": share})
+        got = _rows(db, _q().claim_tasks_by_tenant, {**due, "tenant": tenant["tenant"], "limit": share})
         found += _group(budget, [_candidate(row, queue, "t", tenant["tenant"]) for row in got], share)
-    keys = [row["key"] for row in db.execute(_Q.claim_tasks_keys, params)]
+    keys = [row["key"] for row in _rows(db, _q().claim_tasks_keys, {"queue": queue})]
     for key in keys:
         if budget.ordering == "key":
-            head = db.execute(_Q.claim_tasks_key_head, {**params, "key": key})
+            head = _rows(db, _q().claim_tasks_key_head, {**due, "key": key})
             found += [_candidate(row, queue, "k", key) for row in head]
         else:
             share = claim_rules.share(take, len(keys))
-            got = db.execute(_Q.claim_tasks_by_key, {**params, "key": key, "limit": share})
+            got = _rows(db, _q().claim_tasks_by_key, {**due, "key": key, "limit": share})
             found += _group(budget, [_candidate(row, queue, "k", key) for row in got], share)
     return found
+
+
+def _rows(db: sqlite3.Connection, query: Query, params: dict[str, Any] | None = None) -> list[sqlite3.Row]:
+    return db.execute(query.sql, query.check(params or {})).fetchall()
 
 
 def _group(budget: _Budget, members: list[Candidate], share: int) -> list[Candidate]:
@@ -127,13 +137,13 @@ def _mark(
         "lease_margin": lease_margin,
         "seqs": json.dumps([c.seq for c in chosen]),
     }
-    by_seq = {row["seq"]: row for row in db.execute(_Q.claim_tasks, params)}
+    by_seq = {row["seq"]: row for row in _rows(db, _q().claim_tasks, params)}
     return [rows.claimed_from_row(by_seq[c.seq], decoders, lease_token) for c in chosen]
 
 
 def _record_turns(db: sqlite3.Connection, chosen: list[Candidate], now_us: int) -> None:
     for queue, tenant in sorted({(c.queue, c.group) for c in chosen if c.kind == "t"}):
-        db.execute(_Q.claim_tasks_served, {"queue": queue, "tenant": tenant, "now": now_us})
+        _rows(db, _q().claim_tasks_served, {"queue": queue, "tenant": tenant, "now": now_us})
 
 
 def _spend_tokens(
@@ -147,7 +157,7 @@ def _spend_tokens(
         left = b.tokens - spent[b.name]
         if spent[b.name]:
             at = now_us if b.rate_at is None else max(b.rate_at, now_us)  # never backwards
-            db.execute(_Q.claim_tasks_spend_tokens, {"queue": b.name, "tokens": left, "now": at})
+            _rows(db, _q().claim_tasks_spend_tokens, {"queue": b.name, "tokens": left, "now": at})
         wait = claim_rules.rate_wait(b.rate_limit, left)
         if wait is not None and spent[b.name] < b.room:
             waits.append(wait)

@@ -14,9 +14,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from workly.errors import StorageUnavailable
 
 T = TypeVar("T")
+SynchronousMode = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 
 class SqliteThread:
@@ -56,7 +59,7 @@ class SqliteThread:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise sqlite3.ProgrammingError("the SQLite connection is closed")
+            raise StorageUnavailable("the SQLite connection is closed")
         return self._conn
 
     async def _submit(self, call: Callable[[], T]) -> T:

@@ -3,8 +3,8 @@
 Without API tokens (`workly dev`) the dashboard is open, like the API (and, like it, answers
 only to IP addresses and localhost: workly/api/browser_guards.py). With tokens, a request
 needs ``Authorization: Bearer <token>`` or the session cookie the login page sets
-(workly/api/tokens.py: signed, expiring, HttpOnly, SameSite=Strict; it also opens the API
-reference at /docs, never the API); the token guard in front (workly/api/guards.py) decides
+(workly/web/tokens.py: signed, expiring, HttpOnly, SameSite=Strict; it also opens the API
+reference at /docs, never the API); the token guard in front (workly/web/guards.py) decides
 that, and sends a browser without either to the login page. Every form post
 must come from a page of this server (its Origin), so another site cannot make a logged-in
 browser press a button.
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from workly.api.browser_guards import origin_names_host
-from workly.api.guards import SESSION_COOKIE
-from workly.api.runtime import Runtime
-from workly.api.tokens import TokenSet
+from workly.service import Service
+from workly.web.browser_guards import origin_names_host
+from workly.web.guards import SESSION_COOKIE
+from workly.web.tokens import TokenSet
 
 LOGIN_PATH = "/ui/login"
 
@@ -32,8 +32,8 @@ def tokens_of(request: Request) -> TokenSet:
 
 
 def now_of(request: Request) -> float:
-    runtime: Runtime = request.app.state.runtime
-    return runtime.clock().timestamp()
+    service: Service = request.app.state.service
+    return service.now().timestamp()
 
 
 def has_session(request: Request) -> bool:

@@ -1,7 +1,7 @@
 """The dashboard's pages and buttons: queues, a task list, a task with its attempts.
 
-Pages read through the same storage methods as the API; buttons are plain form posts that
-redirect back (post/redirect/get), so the dashboard needs no JavaScript.
+Pages read and buttons change through the same service methods as the API; buttons are
+plain form posts that redirect back (post/redirect/get), so the dashboard needs no JavaScript.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -17,12 +17,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.templating import Jinja2Templates
 
-from workly.api import representation as rep
-from workly.api.guards import SESSION_COOKIE
-from workly.api.runtime import Runtime, get_runtime
-from workly.api.tokens import SESSION_SECONDS, TokenSet
 from workly.errors import ConflictError, NotFoundError
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
+from workly.service import Service
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
@@ -32,6 +29,10 @@ from workly.ui.access import (
     safe_next,
     tokens_of,
 )
+from workly.web import representation as rep
+from workly.web.dependencies import ServiceDep
+from workly.web.guards import SESSION_COOKIE
+from workly.web.tokens import SESSION_SECONDS, TokenSet
 
 THROUGHPUT_WINDOW = timedelta(seconds=60)
 PAGE_SIZE = 50
@@ -53,12 +54,11 @@ _DONE = {
     "resumed": "Resumed.",
 }
 
-Rt = Annotated[Runtime, Depends(get_runtime)]
 public = APIRouter(prefix="/ui", include_in_schema=False)
 pages = APIRouter(
     prefix="/ui",
     include_in_schema=False,
-    dependencies=[Depends(require_same_origin)],  # who may see /ui: the token guard (api/guards.py)
+    dependencies=[Depends(require_same_origin)],  # who may see /ui: the token guard (web/guards.py)
 )
 
 
@@ -98,9 +98,9 @@ def _back(path: str, done: str) -> RedirectResponse:
 
 
 @pages.get("")
-async def overview(request: Request, rt: Rt, done: str | None = None) -> HTMLResponse:
-    queues = await rt.storage.list_queues()
-    delivered = await rt.storage.delivered_since(rt.clock() - THROUGHPUT_WINDOW)
+async def overview(request: Request, service: ServiceDep, done: str | None = None) -> HTMLResponse:
+    queues = await service.list_queues()
+    delivered = await service.delivered_in_last(THROUGHPUT_WINDOW)
     return _render(
         request, "overview.html", queues=[rep.queue_json(q) for q in queues], delivered=delivered,
         statuses=TASK_STATUSES, window=int(THROUGHPUT_WINDOW.total_seconds()), done=_DONE.get(done or ""),
@@ -109,10 +109,14 @@ async def overview(request: Request, rt: Rt, done: str | None = None) -> HTMLRes
 
 @pages.get("/tasks")
 async def task_list(
-    request: Request, rt: Rt, queue: str | None = None, status: str | None = None, cursor: str | None = None
+    request: Request,
+    service: ServiceDep,
+    queue: str | None = None,
+    status: str | None = None,
+    cursor: str | None = None,
 ) -> HTMLResponse:
     # Filters come from the page's own form and links: anything else lists every task.
-    names = [q.name for q in await rt.storage.list_queues()]
+    names = [q.name for q in await service.list_queues()]
     chosen_queue = queue if queue in names else None
     chosen_status: TaskStatus | None = next((s for s in TASK_STATUSES if s == status), None)
     before = None
@@ -121,7 +125,7 @@ async def task_list(
             before = rep.decode_cursor(cursor[:64])
         except ValueError:
             return _error(request, 400, "That page link is broken: start again from the first page.")
-    tasks, next_seq = await rt.storage.list_tasks(chosen_queue, chosen_status, PAGE_SIZE, before)
+    tasks, next_seq = await service.list_tasks(chosen_queue, chosen_status, PAGE_SIZE, before)
     older = None
     if next_seq is not None:
         filters = {"queue": chosen_queue, "status": chosen_status, "cursor": rep.encode_cursor(next_seq)}
@@ -133,11 +137,16 @@ async def task_list(
 
 
 @pages.get("/tasks/{task_id}")
-async def task_page(request: Request, task_id: str, rt: Rt, done: str | None = None) -> HTMLResponse:
-    task = await rt.storage.get_task(task_id) if _could_be_task_id(task_id) else None
-    if task is None:
+async def task_page(
+    request: Request, task_id: str, service: ServiceDep, done: str | None = None
+) -> HTMLResponse:
+    try:
+        if not _could_be_task_id(task_id):
+            raise NotFoundError(task_id)
+        task = await service.get_task(task_id)
+        attempts = await service.list_attempts(task_id)
+    except NotFoundError:
         return _error(request, 404, "There is no such task: it may have been deleted by retention.")
-    attempts = await rt.storage.list_attempts(task_id)
     return _render(
         request, "task.html", task=rep.task_json(task), attempts=[rep.attempt_json(a) for a in attempts],
         done=_DONE.get(done or ""),
@@ -148,46 +157,43 @@ async def task_page(request: Request, task_id: str, rt: Rt, done: str | None = N
 
 
 @pages.post("/tasks/{task_id}/retry")
-async def retry(request: Request, task_id: str, rt: Rt) -> Response:
-    return await _change_task(request, rt, task_id, "retried")
+async def retry(request: Request, task_id: str, service: ServiceDep) -> Response:
+    return await _change_task(request, service, task_id, "retried")
 
 
 @pages.post("/tasks/{task_id}/cancel")
-async def cancel(request: Request, task_id: str, rt: Rt) -> Response:
-    return await _change_task(request, rt, task_id, "canceled")
+async def cancel(request: Request, task_id: str, service: ServiceDep) -> Response:
+    return await _change_task(request, service, task_id, "canceled")
 
 
-async def _change_task(request: Request, rt: Runtime, task_id: str, done: str) -> Response:
+async def _change_task(request: Request, service: Service, task_id: str, done: str) -> Response:
     if not _could_be_task_id(task_id):
         return _error(request, 404, "There is no such task.")
-    change = rt.storage.retry_task if done == "retried" else rt.storage.cancel_task
+    change = service.retry_task if done == "retried" else service.cancel_task
     try:
-        await change(task_id, rt.clock())
+        await change(task_id)
     except (NotFoundError, ConflictError) as exc:
         return _error(request, 404 if isinstance(exc, NotFoundError) else 409, str(exc))
-    if done == "retried":
-        rt.dispatcher.wake()
     return _back(f"/ui/tasks/{task_id}", done)
 
 
 @pages.post("/queues/{queue}/pause")
-async def pause(request: Request, queue: str, rt: Rt) -> Response:
-    return await _set_paused(request, rt, queue, True)
+async def pause(request: Request, queue: str, service: ServiceDep) -> Response:
+    return await _set_paused(request, service, queue, True)
 
 
 @pages.post("/queues/{queue}/resume")
-async def resume(request: Request, queue: str, rt: Rt) -> Response:
-    return await _set_paused(request, rt, queue, False)
+async def resume(request: Request, queue: str, service: ServiceDep) -> Response:
+    return await _set_paused(request, service, queue, False)
 
 
-async def _set_paused(request: Request, rt: Runtime, queue: str, paused: bool) -> Response:
+async def _set_paused(request: Request, service: Service, queue: str, paused: bool) -> Response:
     if not is_queue_name(queue):
         return _error(request, 404, "There is no such queue.")
     try:
-        await rt.storage.update_queue(queue, {"paused": paused}, rt.clock())
+        await (service.pause_queue if paused else service.resume_queue)(queue)
     except NotFoundError as exc:
         return _error(request, 404, str(exc))
-    rt.dispatcher.wake()
     return _back("/ui", "paused" if paused else "resumed")
 
 

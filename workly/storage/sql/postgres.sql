@@ -1,5 +1,6 @@
--- Workly queries for PostgreSQL. Every query named here exists in sqlite.sql too.
--- Times come from the caller ($now), never from now(), so tests control the clock.
+-- Workly queries for PostgreSQL (workly/storage/queries.py says how they are named and
+-- bound). Parameters are :name; times come from the caller (:now), never from now(), so
+-- tests control the clock.
 
 -- name: enqueue_tasks
 -- The whole enqueue in one statement, so it needs no BEGIN/COMMIT round trips: create
@@ -10,18 +11,18 @@
 -- new_queues: the statement's snapshot cannot see it in queues.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
-    SELECT name, $1, $1 FROM (SELECT DISTINCT unnest($3::text[]) AS name) AS wanted ORDER BY name
+    SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
     ON CONFLICT (name) DO NOTHING
     RETURNING name, max_attempts, timeout
 ),
 inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                        idempotency_key, max_attempts, timeout, created_at, updated_at)
-    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body, coalesce(r.run_at, $1),
-           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, $1, $1
-    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[],
-                $8::timestamptz[], $9::int[], $10::text[], $11::text[], $12::text[], $13::int[],
-                $14::float8[])
+    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body, coalesce(r.run_at, :now),
+           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now
+    FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
+                :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
+                :timeouts::float8[])
          WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
                               idempotency_key, max_attempts, timeout, ord)
     ORDER BY r.ord
@@ -42,23 +43,23 @@ LEFT JOIN queues q ON q.name = i.queue
 LEFT JOIN new_queues n ON n.name = i.queue;
 
 -- name: get_tasks_by_ids
-SELECT * FROM task_view WHERE id = ANY($1::text[]);
+SELECT * FROM task_view WHERE id = ANY(:ids::text[]);
 
 -- name: get_tasks_by_idempotency_keys
 SELECT * FROM task_view
-WHERE (queue, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]));
+WHERE (queue, idempotency_key) IN (SELECT * FROM unnest(:queues::text[], :keys::text[]));
 
 -- name: get_task
-SELECT * FROM task_view WHERE id = $1;
+SELECT * FROM task_view WHERE id = :id;
 
 -- name: list_tasks
-SELECT * FROM task_view WHERE queue = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3;
+SELECT * FROM task_view WHERE queue = :queue AND seq < :before ORDER BY seq DESC LIMIT :limit;
 
 -- name: list_tasks_by_status
-SELECT * FROM task_view WHERE queue = $1 AND status = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4;
+SELECT * FROM task_view WHERE queue = :queue AND status = :status AND seq < :before ORDER BY seq DESC LIMIT :limit;
 
 -- name: list_all_tasks
-SELECT * FROM task_view WHERE seq < $1 ORDER BY seq DESC LIMIT $2;
+SELECT * FROM task_view WHERE seq < :before ORDER BY seq DESC LIMIT :limit;
 
 -- name: list_all_tasks_by_status
 -- Newest first across queues: each queue's newest matches from tasks_queue_status, merged.
@@ -66,32 +67,34 @@ SELECT * FROM task_view WHERE seq < $1 ORDER BY seq DESC LIMIT $2;
 SELECT v.* FROM queues q
 CROSS JOIN LATERAL (
     SELECT seq FROM tasks
-    WHERE queue = q.name AND status = $1 AND seq < $2
-    ORDER BY seq DESC LIMIT $3
+    WHERE queue = q.name AND status = :status AND seq < :before
+    ORDER BY seq DESC LIMIT :limit
 ) AS t
 JOIN task_view v ON v.seq = t.seq
-ORDER BY v.seq DESC LIMIT $3;
+ORDER BY v.seq DESC LIMIT :limit;
 
 -- name: list_attempts
 SELECT t.id AS task_id, a.attempt, a.started_at, a.finished_at, a.status_code, a.error,
        a.response, a.stale
 FROM attempts a JOIN tasks t ON t.seq = a.task_seq
-WHERE t.id = $1
+WHERE t.id = :id
 ORDER BY a.id;
 
 -- name: cancel_task
-UPDATE tasks SET status = 'canceled', updated_at = $2
-WHERE id = $1 AND status = 'ready'
+UPDATE tasks SET status = 'canceled', updated_at = :now
+WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
-UPDATE tasks SET status = 'ready', attempts = 0, run_at = $2, updated_at = $2
-WHERE id = $1 AND status IN ('failed', 'canceled')
+UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, updated_at = :now
+WHERE id = :id AND status IN ('failed', 'canceled')
 RETURNING seq;
 
 -- name: claim_tasks
--- $1 now, $2 batch size, $3 lease token, $4 lease margin (s). One statement; see
--- docs/queues.md for the rules it enforces and migration 0004 for the indexes it reads.
+-- One statement; see docs/queues.md for the rules it enforces, migration 0004 for the
+-- indexes it reads, and workly/storage/claim_rules.py for the rulebook: the claim_<rule>
+-- functions called here (migration 0006) are its rules, and the order of steps 5 and 6
+-- is its choose(). SQLite's claim (sqlite_claim.py) calls the same rules in Python.
 --
 -- 1. Lock every unpaused queue that may have room, in name order. The limits live in
 --    these rows, so a second process's claim waits here and then reads what this one
@@ -108,7 +111,7 @@ RETURNING seq;
 --    second...; tenants least recently served first), keep its take, interleave queues
 --    by round so a busy queue cannot starve the others, keep the batch.
 -- 6. Claim them, write the queues' new counts and tokens and the tenants' turns.
--- The last row, with no task, says when to claim again (see the end).
+-- One more row, with no task (seq is null), says when to claim again (see the end).
 WITH locked AS (
     SELECT q.name, q.max_concurrency, q.running, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering
     FROM queues q
@@ -124,18 +127,14 @@ released AS (
     RETURNING r.queue, r.n
 ),
 budget AS (
-    SELECT b.*,
-           greatest(0, least(b.max_concurrency - b.running,
-                             coalesce(floor(b.tokens)::int, $2), $2)) AS take
+    SELECT b.*, claim_take(b.max_concurrency, b.running, b.tokens, :limit) AS take
     FROM (
         SELECT l.name, l.max_concurrency, l.ordering, l.rate_limit,
                l.running - coalesce(f.n, 0) AS running,
                coalesce(f.n, 0) AS folded,
                CASE WHEN l.rate_limit IS NOT NULL THEN
-                   least(greatest(1.0, l.rate_limit / 10),
-                         coalesce(l.rate_tokens + l.rate_limit
-                                  * greatest(0, extract(epoch FROM $1::timestamptz - l.rate_at)),
-                                  greatest(1.0, l.rate_limit / 10)))
+                   claim_tokens_now(l.rate_limit, l.rate_tokens,
+                                    extract(epoch FROM :now::timestamptz - l.rate_at)::float8)
                END AS tokens
         FROM locked l
         LEFT JOIN (SELECT queue, sum(n)::int AS n FROM released GROUP BY queue) f
@@ -149,7 +148,7 @@ plain AS (
         SELECT t.seq, t.priority, t.run_at
         FROM tasks t
         WHERE t.queue = b.name AND t.status = 'ready' AND t.tenant IS NULL AND t.key IS NULL
-          AND t.run_at <= $1
+          AND t.run_at <= :now
         ORDER BY t.priority DESC, t.run_at, t.seq
         LIMIT b.take
         FOR UPDATE SKIP LOCKED
@@ -184,7 +183,7 @@ tenants AS (
 ),
 tenant_shares AS (
     SELECT g.queue, g.tenant,
-           ceil(b.take::numeric / least(count(*) OVER (PARTITION BY g.queue), b.take))::int AS share
+           claim_share(b.take, (count(*) OVER (PARTITION BY g.queue))::int) AS share
     FROM tenants g JOIN budget b ON b.name = g.queue
     WHERE b.take > 0
 ),
@@ -195,7 +194,7 @@ by_tenant AS (
         SELECT t.seq, t.priority, t.run_at
         FROM tasks t
         WHERE t.queue = s.queue AND t.tenant = s.tenant AND t.status = 'ready' AND t.key IS NULL
-          AND t.run_at <= $1
+          AND t.run_at <= :now
         ORDER BY t.priority DESC, t.run_at, t.seq
         LIMIT s.share
         FOR UPDATE SKIP LOCKED
@@ -225,7 +224,7 @@ keys AS (
 ),
 key_shares AS (
     SELECT g.queue, g.key, b.ordering,
-           ceil(b.take::numeric / least(count(*) OVER (PARTITION BY g.queue), b.take))::int AS share
+           claim_share(b.take, (count(*) OVER (PARTITION BY g.queue))::int) AS share
     FROM keys g JOIN budget b ON b.name = g.queue
     WHERE b.take > 0
 ),
@@ -239,7 +238,7 @@ by_key AS (
         ORDER BY t.seq
         LIMIT 1
     ) h
-    WHERE s.ordering = 'key' AND h.run_at <= $1
+    WHERE s.ordering = 'key' AND h.run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM tasks r
                       WHERE r.queue = s.queue AND r.key = s.key AND r.status = 'running')
     UNION ALL
@@ -249,7 +248,7 @@ by_key AS (
         SELECT t.seq, t.priority, t.run_at
         FROM tasks t
         WHERE s.ordering = 'none'
-          AND t.queue = s.queue AND t.key = s.key AND t.status = 'ready' AND t.run_at <= $1
+          AND t.queue = s.queue AND t.key = s.key AND t.status = 'ready' AND t.run_at <= :now
         ORDER BY t.seq
         LIMIT s.share
         FOR UPDATE SKIP LOCKED
@@ -272,7 +271,7 @@ chosen AS (
     FROM placed p JOIN budget b ON b.name = p.queue
     WHERE p.place <= b.take
     ORDER BY p.place, p.priority DESC, p.run_at, p.seq
-    LIMIT $2
+    LIMIT :limit
 ),
 held_heads AS (
     -- Key heads were read unlocked (a head is the key's oldest ready task, and SKIP LOCKED
@@ -280,7 +279,7 @@ held_heads AS (
     -- another process holds. The other candidates were locked as they were read.
     SELECT t.seq FROM tasks t
     WHERE t.seq IN (SELECT seq FROM chosen WHERE kind = 'k') AND t.status = 'ready'
-      AND t.run_at <= $1  -- rechecked on the newest version: it may have run and be retrying
+      AND t.run_at <= :now  -- rechecked on the newest version: it may have run and be retrying
     FOR UPDATE OF t SKIP LOCKED
 ),
 held AS (
@@ -292,9 +291,9 @@ claimed AS (
     UPDATE tasks t
     SET status = 'running',
         attempts = t.attempts + 1,
-        lease_token = $3,
-        lease_expires_at = $1 + make_interval(secs => coalesce(t.timeout, q.timeout) + $4),
-        updated_at = $1
+        lease_token = :lease_token,
+        lease_expires_at = :now + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin),
+        updated_at = :now
     FROM held c, queues q
     WHERE t.seq = c.seq AND q.name = t.queue
     RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
@@ -321,26 +320,28 @@ per_queue AS (
 counted AS (
     UPDATE queues q
     SET running = p.running + p.n,
-        rate_tokens = CASE WHEN p.rate_limit IS NOT NULL THEN p.tokens - p.n END,
+        -- A bucket is written only when it was spent from (as in sqlite_claim.py).
+        rate_tokens = CASE WHEN p.rate_limit IS NOT NULL AND p.n > 0 THEN p.tokens - p.n
+                           ELSE q.rate_tokens END,
         -- Never backwards: a process whose clock lags must not refill the bucket twice.
-        rate_at = CASE WHEN p.rate_limit IS NOT NULL THEN greatest(q.rate_at, $1::timestamptz) END
+        rate_at = CASE WHEN p.rate_limit IS NOT NULL AND p.n > 0
+                       THEN greatest(q.rate_at, :now::timestamptz) ELSE q.rate_at END
     FROM per_queue p
     WHERE q.name = p.name AND (p.n > 0 OR p.folded > 0)
 ),
 turns AS (
     INSERT INTO queue_turns (queue, tenant, last_served)
-    SELECT DISTINCT c.queue, c.grp, $1::timestamptz FROM chosen c WHERE c.kind = 't'
+    SELECT DISTINCT c.queue, c.grp, :now::timestamptz FROM chosen c WHERE c.kind = 't'
     ON CONFLICT (queue, tenant) DO UPDATE SET last_served = excluded.last_served
 )
 SELECT c.*, o.place, NULL::float8 AS wait, NULL::boolean AS more
 FROM claimed c JOIN chosen o ON o.seq = c.seq
 UNION ALL
--- The last row has no task: the wait (s) until a rate-limited queue with room has its next
--- token, and whether a queue may have more due than it gave (see share_filled).
+-- The row without a task (seq is null): the wait (s) until a rate-limited queue with room
+-- has its next token, and whether a queue may have more due than it gave (see share_filled).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT min((1 - (p.tokens - p.n)) / p.rate_limit) FROM per_queue p
-        WHERE p.rate_limit IS NOT NULL AND p.tokens - p.n < 1
-          AND p.running + p.n < p.max_concurrency),
+       (SELECT min(claim_rate_wait(p.rate_limit, p.tokens - p.n)) FROM per_queue p
+        WHERE p.rate_limit IS NOT NULL AND p.running + p.n < p.max_concurrency),
        coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false);
 
 -- name: record_results
@@ -349,8 +350,8 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 -- those whose lease was lost as stale (the fence).
 WITH r AS (
     SELECT *
-    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[],
-                $6::int[], $7::text[], $8::bytea[], $9::text[], $10::timestamptz[])
+    FROM unnest(:task_seqs::bigint[], :lease_tokens::text[], :attempts::int[], :started_ats::timestamptz[], :finished_ats::timestamptz[],
+                :status_codes::int[], :errors::text[], :responses::bytea[], :outcomes::text[], :next_run_ats::timestamptz[])
          AS r(task_seq, lease_token, attempt, started_at, finished_at, status_code, error,
               response, outcome, next_run_at)
 ),
@@ -362,7 +363,7 @@ updated AS (
         last_error = r.error,
         lease_token = NULL,
         lease_expires_at = NULL,
-        updated_at = $11
+        updated_at = :now
     FROM r
     WHERE t.seq = r.task_seq AND t.lease_token = r.lease_token AND t.status = 'running'
     RETURNING t.seq, t.queue
@@ -379,29 +380,29 @@ WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
 RETURNING stale;
 
 -- name: get_queue
-SELECT * FROM queues WHERE name = $1;
+SELECT * FROM queues WHERE name = :name;
 
 -- name: get_queue_for_update
 -- NO KEY UPDATE: enqueues (whose foreign key check takes KEY SHARE) need not wait.
-SELECT * FROM queues WHERE name = $1 FOR NO KEY UPDATE;
+SELECT * FROM queues WHERE name = :name FOR NO KEY UPDATE;
 
 -- name: lock_queue_of_task
 -- Taken before a retry makes a finished task ready again. In an ordering=key queue that
 -- task may become its key's head again; a claim that read the key before this commits
 -- must not be able to claim the key's next task as well (claims hold this lock too).
 SELECT q.name FROM queues q
-WHERE q.name = (SELECT t.queue FROM tasks t WHERE t.id = $1)
+WHERE q.name = (SELECT t.queue FROM tasks t WHERE t.id = :id)
 FOR NO KEY UPDATE;
 
 -- name: list_queues
 SELECT * FROM queues ORDER BY name;
 
 -- name: count_tasks_of_queue
-SELECT queue, status, count(*) AS n FROM tasks WHERE queue = $1 GROUP BY queue, status;
+SELECT queue, status, count(*) AS n FROM tasks WHERE queue = :queue GROUP BY queue, status;
 
 -- name: delivered_since
 -- Recent throughput for the dashboard: a range of tasks_succeeded (succeeded rows by updated_at).
-SELECT queue, count(*) AS n FROM tasks WHERE status = 'succeeded' AND updated_at >= $1 GROUP BY queue;
+SELECT queue, count(*) AS n FROM tasks WHERE status = 'succeeded' AND updated_at >= :since GROUP BY queue;
 
 -- name: count_tasks
 SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
@@ -409,7 +410,7 @@ SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
                     timeout, ordering, paused, signing_secret, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff, :timeout, :ordering, :paused, :signing_secret, :now, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
@@ -420,22 +421,22 @@ RETURNING (xmax = 0) AS created;
 
 -- name: update_queue
 UPDATE queues
-SET max_concurrency = $2, rate_limit = $3, max_attempts = $4, min_backoff = $5, max_backoff = $6,
-    timeout = $7, ordering = $8, paused = $9, signing_secret = $10, updated_at = $11
-WHERE name = $1;
+SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts, min_backoff = :min_backoff, max_backoff = :max_backoff,
+    timeout = :timeout, ordering = :ordering, paused = :paused, signing_secret = :signing_secret, updated_at = :now
+WHERE name = :name;
 
 -- name: delete_queue
-DELETE FROM queues WHERE name = $1 RETURNING name;
+DELETE FROM queues WHERE name = :name RETURNING name;
 
 -- name: delete_queue_releases
 -- Its own statement, after delete_queue: the cascade has waited for every result batch
 -- that held one of the queue's tasks, so this snapshot sees all the releases they made.
 -- (queue_releases has no foreign key: its insert would lock the queue row from inside
 -- record_results, and deadlock with a DELETE of that queue waiting for the task rows.)
-DELETE FROM queue_releases WHERE queue = $1;
+DELETE FROM queue_releases WHERE queue = :queue;
 
 -- name: purge_queue
-WITH purged AS (DELETE FROM tasks WHERE queue = $1 AND status = 'ready' RETURNING 1)
+WITH purged AS (DELETE FROM tasks WHERE queue = :queue AND status = 'ready' RETURNING 1)
 SELECT count(*) FROM purged;
 
 -- name: ping
@@ -444,8 +445,8 @@ SELECT 1;
 -- name: announce_work
 -- Its own statement after the enqueue committed: a NOTIFY inside the enqueue's
 -- transaction would take a database-wide lock through that commit (seed 002).
--- $1 is "<kind>:<process id>": work, hello or bye (see postgres_wakeups.py).
-SELECT pg_notify('workly_work', $1);
+-- :payload is "<kind>:<process id>": work, hello or bye (see postgres_wakeups.py).
+SELECT pg_notify('workly_work', :payload);
 
 -- name: create_schema_version
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -461,7 +462,7 @@ SELECT pg_advisory_xact_lock(7337001);
 SELECT coalesce(max(version), 0) AS version FROM schema_version;
 
 -- name: set_schema_version
-INSERT INTO schema_version (version) VALUES ($1);
+INSERT INTO schema_version (version) VALUES (:version);
 
 -- name: autovacuum_enabled
 SELECT current_setting('autovacuum')::boolean AS enabled;
@@ -471,7 +472,7 @@ SELECT current_setting('autovacuum')::boolean AS enabled;
 VACUUM (SKIP_LOCKED) tasks, attempts, queues;
 
 -- name: reap_expired
--- $1 now, $2 batch size. Running tasks whose lease expired (their process died or
+-- :limit is the batch size. Running tasks whose lease expired (their process died or
 -- stalled) return to ready, due now, or fail when that attempt was their last; each
 -- gets an attempt row saying so (the claim set updated_at, so it marks the start). A
 -- result that later arrives under the old lease is refused by record_results' fence.
@@ -479,21 +480,21 @@ VACUUM (SKIP_LOCKED) tasks, attempts, queues;
 WITH expired AS (
     SELECT seq, updated_at AS claimed_at
     FROM tasks
-    WHERE status = 'running' AND lease_expires_at < $1
+    WHERE status = 'running' AND lease_expires_at < :now
     ORDER BY lease_expires_at
-    LIMIT $2
+    LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ),
 reaped AS (
     UPDATE tasks t
     SET status = CASE WHEN t.attempts >= coalesce(t.max_attempts, q.max_attempts) THEN 'failed'
                       ELSE 'ready' END,
-        run_at = $1,
+        run_at = :now,
         last_status_code = NULL,
         last_error = 'lease expired: no result from the process that claimed it',
         lease_token = NULL,
         lease_expires_at = NULL,
-        updated_at = $1
+        updated_at = :now
     FROM expired e, queues q
     WHERE t.seq = e.seq AND q.name = t.queue
     RETURNING t.seq, t.queue, t.attempts, t.last_error
@@ -503,7 +504,7 @@ released AS (
     SELECT queue, count(*) FROM reaped GROUP BY queue
 )
 INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
-SELECT r.seq, r.attempts, e.claimed_at, $1, NULL, r.last_error, '', false
+SELECT r.seq, r.attempts, e.claimed_at, :now, NULL, r.last_error, '', false
 FROM reaped r JOIN expired e ON e.seq = r.seq
 RETURNING task_seq;
 
@@ -529,22 +530,22 @@ WHERE q.name = c.name AND q.running <> c.running
 RETURNING q.name;
 
 -- name: extend_leases
--- The heartbeat: $1 now, $2 lease margin (s), $3/$4 the (task, lease token) pairs in flight.
+-- The heartbeat: :seqs and :lease_tokens are the (task, lease token) pairs in flight.
 -- Only leases still held are extended; a lease the reaper took back stays lost (the fence).
 UPDATE tasks t
-SET lease_expires_at = $1::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + $2)
-FROM unnest($3::bigint[], $4::text[]) AS l(seq, lease_token), queues q
+SET lease_expires_at = :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
+FROM unnest(:seqs::bigint[], :lease_tokens::text[]) AS l(seq, lease_token), queues q
 WHERE t.seq = l.seq AND t.lease_token = l.lease_token AND t.status = 'running' AND q.name = t.queue
 RETURNING t.seq;
 
 -- name: prune_succeeded
--- Retention: $1 cutoff, $2 batch size. Small batches keep each transaction short; the
+-- Retention: :cutoff cutoff, :limit batch size. Small batches keep each transaction short; the
 -- attempts go with their task (ON DELETE CASCADE). Failed tasks are never pruned.
 WITH doomed AS (
     SELECT seq FROM tasks
-    WHERE status = 'succeeded' AND updated_at < $1
+    WHERE status = 'succeeded' AND updated_at < :cutoff
     ORDER BY updated_at
-    LIMIT $2
+    LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM tasks t USING doomed d WHERE t.seq = d.seq

@@ -16,9 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from workly.api.media import is_json_type
-from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, TooLarge
-from workly.storage.availability import UNAVAILABLE
+from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, StorageUnavailable, TooLarge
+from workly.media import is_json_type
 
 log = logging.getLogger("workly.api")
 MEDIA_TYPE = "application/problem+json"
@@ -125,14 +124,14 @@ def _unexpected(exc: Exception, where: str) -> ProblemResponse:
     return problem(500, "An unexpected error occurred; it has been logged.", "internal")
 
 
-# Domain and database errors → problems, most specific first. A database that is down
-# or restarting answers 503 (retry later), not 500.
+# Workly's errors → problems, most specific first. A database that is down or restarting
+# answers 503 (retry later), not 500; any other error (a StorageError included) is a 500.
 _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, str], ProblemResponse]]] = [
     ((NotFoundError,), _not_found),
     ((ConflictError,), _conflict),
     ((InvalidQueueConfig,), _invalid_config),
     ((TooLarge,), _too_large),
-    (UNAVAILABLE, _unavailable),
+    ((StorageUnavailable,), _unavailable),
     ((Exception,), _unexpected),
 ]
 

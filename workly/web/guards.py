@@ -15,9 +15,9 @@ from urllib.parse import quote
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workly.api.problems import problem
-from workly.api.request_body import BodyTooLarge, read_body, replay
-from workly.api.tokens import TokenSet
+from workly.web.problems import problem
+from workly.web.request_body import BodyTooLarge, read_body, replay
+from workly.web.tokens import TokenSet
 
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 SESSION_COOKIE = "workly_session"  # set by the dashboard's login page

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workly.api.problems import problem
+from workly.web.problems import problem
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -33,7 +33,7 @@ from workly.metrics import Metrics
 from workly.periodic import run_every
 from workly.storage.base import Storage
 
-log = logging.getLogger("workly.housekeeping")
+log = logging.getLogger("workly.service.housekeeping")
 
 
 class Housekeeper:
@@ -43,7 +43,7 @@ class Housekeeper:
         clock: Clock,
         *,
         reap_interval: float,
-        wake_dispatcher: Callable[[], None],
+        work_available: Callable[[], None],
         vacuum_interval: float | None,
         retention: float = 0,
         prune_interval: float = 60.0,
@@ -59,7 +59,7 @@ class Housekeeper:
         self._metrics = metrics or Metrics()
         self._depth_interval = depth_interval
         self._reap_interval = reap_interval
-        self._wake_dispatcher = wake_dispatcher
+        self._work_available = work_available
         self._vacuum_interval = vacuum_interval
         self._auto_vacuum_interval = auto_vacuum_interval
         self._retention = retention
@@ -107,7 +107,7 @@ class Housekeeper:
             self.reaped += reaped
             self._metrics.reaped.inc(reaped)
             log.warning("returned %d task(s) whose lease expired", reaped)
-            self._wake_dispatcher()
+            self._work_available()
 
     async def _prune(self) -> None:
         """Retention: succeeded tasks older than ``retention`` go, a small batch at a time,
@@ -126,7 +126,7 @@ class Housekeeper:
         if corrected:
             self.recounted += corrected
             log.warning("corrected the count of deliveries in flight of %d queue(s)", corrected)
-            self._wake_dispatcher()  # slots came free: claim now
+            self._work_available()  # slots came free: claim now
 
     async def _vacuum(self) -> None:
         await self._storage.vacuum()

@@ -13,7 +13,7 @@ import json
 
 from pydantic import JsonValue
 
-from workly.api.media import header_value, is_json_type
+from workly.media import header_value, is_json_type
 
 
 def encode_body(

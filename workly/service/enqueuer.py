@@ -3,8 +3,9 @@
 The API hands each request's tasks (one, or a batch of up to 1,000) to ``enqueue``;
 requests that arrive while a transaction is in flight go into the next one together.
 Each request is answered only after its own transaction committed. After each commit
-``on_committed`` runs: it wakes this process's dispatcher directly (and, on PostgreSQL,
-the other processes' through a coalesced NOTIFY), never inside the transaction.
+``on_committed`` runs (the service's work_available: it wakes this process's dispatcher
+directly and, on PostgreSQL, the other processes' through a coalesced NOTIFY), never
+inside the transaction.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Callable, Sequence
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
+from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import Enqueued, NewTask
-from workly.storage.availability import is_unavailable
 from workly.storage.base import Storage
 
 
@@ -33,7 +34,9 @@ class Enqueuer:
         self._clock = clock
         self._on_committed = on_committed
         self._committer: GroupCommitter[Sequence[NewTask], list[Enqueued]] = GroupCommitter(
-            self._flush, max_batch=max_requests_per_commit, split=lambda exc: not is_unavailable(exc)
+            self._flush,
+            max_batch=max_requests_per_commit,
+            split=lambda exc: not isinstance(exc, StorageUnavailable),
         )
 
     @property

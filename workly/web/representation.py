@@ -1,39 +1,15 @@
-"""Between API JSON and domain objects: task input → NewTask, domain → response JSON."""
+"""Domain objects as the JSON the API answers with (and the dashboard shows), and list cursors."""
 
 from __future__ import annotations
 
 import base64
 import json
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from workly.api.media import header_value, is_json_type
-from workly.api.schemas import TaskIn
-from workly.ids import new_task_id
-from workly.models import Attempt, NewTask, Queue, QueueConfig, Task
-
-
-def new_task(queue: str, task: TaskIn, now: datetime, idempotency_header: str | None = None) -> NewTask:
-    headers, body = task.encoded
-    run_at = task.run_at
-    if task.delay is not None:
-        run_at = now + timedelta(seconds=task.delay)
-    return NewTask(
-        id=new_task_id(),
-        queue=queue,
-        url=task.url,
-        method=task.method,
-        headers=headers,
-        body=body,
-        run_at=run_at,
-        priority=task.priority,
-        key=task.key,
-        tenant=task.tenant,
-        idempotency_key=task.idempotency_key or idempotency_header,
-        max_attempts=task.max_attempts,
-        timeout=task.timeout,
-    )
+from workly.media import header_value, is_json_type
+from workly.models import Attempt, Queue, QueueConfig, Task
 
 
 def _time(value: datetime) -> str:

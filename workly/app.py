@@ -1,0 +1,101 @@
+"""The ASGI application: the API and the dashboard over one service, behind the guards.
+
+This is where the adapters meet (they never import each other): ``create_app`` takes a
+built ``Service`` and returns the app that serves it, whose lifespan starts and stops the
+service. `workly dev` calls it directly; `workly serve` runs ``app_from_env`` in each
+worker process uvicorn starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from workly import __version__, logs
+from workly.api import health, queues, reference, tasks
+from workly.api.fast_enqueue import FastEnqueue
+from workly.config import Settings
+from workly.errors import ConfigError
+from workly.service import Service
+from workly.ui.pages import install_dashboard
+from workly.web.browser_guards import LocalHostsOnly, SameOriginWrites
+from workly.web.guards import BearerTokens, RequestSizeLimit
+from workly.web.problems import install_problem_handlers
+from workly.web.tokens import TokenSet
+
+
+def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
+    """The app serving ``service``; nothing connects until its lifespan starts the service.
+    Without API tokens it refuses to build unless ``anonymous`` says so (`workly dev`): an
+    app served some other way (uvicorn with the factory, say) must not end up open by
+    accident. (Tests that start the service themselves call the app without a lifespan.)"""
+    settings = service.settings
+    if not settings.tokens() and not anonymous:
+        raise ConfigError("WORKLY_API_TOKENS is required: the API answers only requests with a bearer token")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with service.running():
+            yield
+
+    app = FastAPI(
+        title="Workly",
+        version=__version__,
+        summary="HTTP delivery service: webhook dispatcher and HTTP task queue",
+        lifespan=lifespan,
+        docs_url=None,  # workly/api/reference.py serves /docs
+        redoc_url=None,
+    )
+    app.state.service = service
+    install_problem_handlers(app)
+    app.include_router(tasks.router)
+    app.include_router(queues.router)
+    app.include_router(health.router)
+    app.include_router(health.metrics_router)
+    app.include_router(reference.router)
+    tokens = TokenSet(settings.tokens())
+    install_dashboard(app, tokens)
+    if tokens:
+        _declare_bearer_auth(app)
+    return _guarded(FastEnqueue(app, service), settings, tokens)
+
+
+def _declare_bearer_auth(app: FastAPI) -> None:
+    """Say in the OpenAPI schema that the API takes a bearer token, so the Authorize button of
+    /docs sends it with every "Try it out"."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()  # FastAPI's schema, cached in app.openapi_schema
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "one of WORKLY_API_TOKENS"}
+            }
+            schema["security"] = [{"bearer": []}]
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet) -> ASGIApp:
+    """Header checks first (a refused caller cannot make the server read a body), then the
+    size limit. Without tokens (`workly dev`) only IP addresses and localhost are answered."""
+    limited = RequestSizeLimit(app, settings.max_request_bytes)
+    if not tokens:
+        return LocalHostsOnly(SameOriginWrites(limited))
+    public = (("/health",) if settings.public_health else ()) + (
+        ("/metrics",) if settings.public_metrics else ()
+    )
+    return SameOriginWrites(BearerTokens(limited, tokens, public))
+
+
+def app_from_env() -> ASGIApp:
+    """uvicorn factory (``workly.app:app_from_env``): settings from WORKLY_* variables.
+    Each worker process uvicorn spawns builds its app here, so it sets up logging too."""
+    settings = Settings()
+    logs.configure(settings.log_level, settings.log_format)
+    return create_app(Service(settings))

@@ -1,0 +1,53 @@
+"""Reading WORKLY_DATABASE_URL: which backend, and the options Workly takes out of it.
+
+Pure parsing, shared by the settings (which refuse a bad URL at start-up) and the storage
+backends (which open it), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from workly.errors import ConfigError
+
+SCHEMES = ("postgresql://", "postgres://", "sqlite:///")
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite:///")
+
+
+def split_pool_size(url: str) -> tuple[str, int]:
+    """Remove ``pool_max_conns`` from a PostgreSQL URL (asyncpg rejects it); return the
+    URL and the pool size. Default: the CPU count, at least 4."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    size = max(4, os.cpu_count() or 1)
+    kept = []
+    for name, value in query:
+        if name == "pool_max_conns":
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError(f"pool_max_conns must be a positive integer, got {value!r}")
+            size = int(value)
+        else:
+            kept.append((name, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), size
+
+
+def sqlite_path(url: str) -> Path:
+    if not is_sqlite(url):
+        raise ConfigError(f"not a SQLite URL: {url!r} (expected sqlite:///path)")
+    path = url.removeprefix("sqlite:///")
+    if not path or path == ":memory:":
+        raise ConfigError("SQLite needs a file path: sqlite:///./workly.db")
+    return Path(path)
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(":" + parts.password + "@", ":***@")))

@@ -1,0 +1,309 @@
+"""The application core: one object, built from Settings, that every adapter calls.
+
+``Service`` owns the storage, the enqueuer, the dispatcher, the housekeeper and the
+metrics, and their lifecycle (``start``, ``stop``; or ``async with service.running()``).
+Each use case is one method: enqueue, the task and queue changes, the reads. The API, the
+fast enqueue path, the dashboard and the CLI only parse, authorise, call one of these and
+render; none of them touches the storage.
+
+Every change that can make work claimable (an enqueue, a retry, a resumed or changed
+queue, tasks the reaper returned) ends in ``work_available``: it wakes this process's
+dispatcher at once and sends the other processes one coalesced NOTIFY (PostgreSQL), so
+they claim within milliseconds instead of at their next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from workly.batching import CoalescedCall
+from workly.clock import Clock, system_clock
+from workly.config import Settings
+from workly.dispatch.deliverer import Deliverer
+from workly.dispatch.dispatcher import Dispatcher
+from workly.dispatch.http_client import HttpClient
+from workly.errors import ConfigError, QueueNotFound, TaskNotFound, TooLarge
+from workly.metrics import Metrics
+from workly.models import Attempt, Enqueued, NewTask, Queue, QueueConfig, Task, TaskStatus, check_queue_config
+from workly.service.enqueuer import Enqueuer
+from workly.service.housekeeping import Housekeeper
+from workly.signing import Signer
+from workly.storage import Storage, open_storage
+
+log = logging.getLogger("workly")
+StorageOpener = Callable[[Settings], Awaitable[Storage]]
+
+
+async def open_configured_storage(settings: Settings) -> Storage:
+    """The storage WORKLY_DATABASE_URL names, with the settings' timeouts and durability."""
+    if settings.database_url is None:
+        raise ConfigError("WORKLY_DATABASE_URL is required")
+    return await open_storage(
+        settings.database_url, sqlite_synchronous=settings.sqlite_synchronous, db_timeout=settings.db_timeout
+    )
+
+
+async def migrate_database(
+    settings: Settings, storage_opener: StorageOpener = open_configured_storage
+) -> tuple[list[int], int]:
+    """Apply pending migrations, starting nothing else (`workly migrate`): the versions
+    applied and the schema version now."""
+    storage = await storage_opener(settings)
+    try:
+        return await storage.migrate(), await storage.schema_version()
+    finally:
+        await storage.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """What /health/ready reports."""
+
+    database_error: str | None  # None: the database answered
+    dispatcher: str  # "ok", "down" or "disabled" (an API-only process)
+
+    @property
+    def ready(self) -> bool:
+        return self.database_error is None and self.dispatcher != "down"
+
+
+@dataclass
+class _Parts:
+    """What a started service runs on."""
+
+    storage: Storage
+    client: HttpClient
+    dispatcher: Dispatcher
+    enqueuer: Enqueuer
+    housekeeper: Housekeeper
+    announcer: CoalescedCall
+
+
+class Service:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock = system_clock,
+        *,
+        storage_opener: StorageOpener = open_configured_storage,
+        http_client: HttpClient | None = None,
+    ) -> None:
+        """Builds nothing that connects: ``start`` does. Raises ConfigError for settings a
+        service cannot run with (no database URL, a signing secret that does not decode).
+        The service closes what it holds when it stops, an injected HTTP client included."""
+        if settings.database_url is None:
+            raise ConfigError("WORKLY_DATABASE_URL is required")
+        self.settings = settings
+        self.clock = clock
+        self.metrics = Metrics()
+        self._signer = Signer(settings.signing_secrets())
+        self._open_storage = storage_opener
+        self._http_client = http_client
+        self._parts: _Parts | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open the storage, apply migrations, listen for other processes' work, and start
+        dispatching and housekeeping (unless WORKLY_DISPATCH is false)."""
+        settings = self.settings
+        storage = await self._open_storage(settings)
+        client = self._http_client or HttpClient(
+            max_body=settings.response_snippet_bytes, policy=settings.outbound_policy()
+        )
+        try:
+            applied = await storage.migrate()
+            if applied:
+                log.info("applied migrations %s", applied)
+            self._parts = parts = self._assemble(storage, client)
+            # An API-only process listens too: that is how it learns that dispatching
+            # processes exist, and so announces its changes to them.
+            await storage.listen_for_work(parts.dispatcher.wake if settings.dispatch else _nobody)
+            if settings.dispatch:
+                parts.dispatcher.start()
+                await parts.housekeeper.start()
+        except BaseException:
+            self._parts = None
+            await client.close()
+            await storage.close()
+            raise
+
+    def _assemble(self, storage: Storage, client: HttpClient) -> _Parts:
+        settings, clock, metrics = self.settings, self.clock, self.metrics
+        dispatcher = Dispatcher(
+            storage, Deliverer(client, self._signer, clock), clock, max_in_flight=settings.max_in_flight,
+            poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
+            result_batch_max=settings.result_batch_max, metrics=metrics,
+        )  # fmt: skip
+        housekeeper = Housekeeper(
+            storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
+            vacuum_interval=settings.vacuum_interval, retention=settings.retention, metrics=metrics,
+        )  # fmt: skip
+        return _Parts(
+            storage=storage,
+            client=client,
+            dispatcher=dispatcher,
+            enqueuer=Enqueuer(storage, clock, self.work_available, metrics=metrics),
+            housekeeper=housekeeper,
+            announcer=CoalescedCall(storage.announce_work, _log_announce_error),
+        )
+
+    async def stop(self) -> None:
+        """Stop housekeeping, answer the enqueues in flight, give deliveries in flight
+        WORKLY_SHUTDOWN_GRACE seconds, then close the HTTP client and the storage."""
+        parts, self._parts = self._parts, None
+        if parts is None:
+            return
+        try:
+            await parts.housekeeper.stop()
+            await parts.enqueuer.drain()
+            await parts.announcer.drain()
+            await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
+        finally:
+            await parts.client.close()
+            await parts.storage.close()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Service]:
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    def work_available(self) -> None:
+        """The hook every change that can make work claimable ends in, after its commit:
+        this process's dispatcher claims now, other processes hear one coalesced NOTIFY."""
+        parts = self._started()
+        parts.dispatcher.wake()
+        parts.announcer.trigger()
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    async def readiness(self, stall_seconds: float | None = None) -> Readiness:
+        """The database answers (within 2 s) and, in a dispatching process, its loop ticks."""
+        parts = self._started()
+        try:
+            await asyncio.wait_for(parts.storage.ping(), timeout=2)
+        except Exception as exc:
+            return Readiness(database_error=type(exc.__cause__ or exc).__name__, dispatcher="unknown")
+        if not self.settings.dispatch:
+            return Readiness(None, "disabled")
+        stall = self.settings.ready_stall_seconds if stall_seconds is None else stall_seconds
+        return Readiness(None, "ok" if parts.dispatcher.alive(stall) else "down")
+
+    def _started(self) -> _Parts:
+        if self._parts is None:
+            raise RuntimeError("the service is not running: call start() first")
+        return self._parts
+
+    @property
+    def storage(self) -> Storage:
+        """For tests and benchmarks that look beneath the service; adapters never use it."""
+        return self._started().storage
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self._started().dispatcher
+
+    @property
+    def enqueuer(self) -> Enqueuer:
+        return self._started().enqueuer
+
+    # --- tasks ----------------------------------------------------------------------
+    async def enqueue(self, tasks: Sequence[NewTask]) -> list[Enqueued]:
+        """Store tasks (one request's: one, or a batch) in one transaction shared with
+        concurrent requests; TooLarge (nothing stored) if a body is over the limit."""
+        check_body_sizes(tasks, self.settings.max_body_bytes)
+        return await self._started().enqueuer.enqueue(tasks)
+
+    async def get_task(self, task_id: str) -> Task:
+        task = await self._started().storage.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    async def list_tasks(
+        self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Task], int | None]:
+        """A page of tasks, newest first, and the seq to continue before (None: the last page)."""
+        return await self._started().storage.list_tasks(queue, status, limit, before_seq)
+
+    async def list_attempts(self, task_id: str) -> list[Attempt]:
+        return await self._started().storage.list_attempts(task_id)
+
+    async def cancel_task(self, task_id: str) -> Task:
+        return await self._started().storage.cancel_task(task_id, self.clock())
+
+    async def retry_task(self, task_id: str) -> Task:
+        task = await self._started().storage.retry_task(task_id, self.clock())
+        self.work_available()
+        return task
+
+    # --- queues ---------------------------------------------------------------------
+    async def get_queue(self, name: str) -> Queue:
+        queue = await self._started().storage.get_queue(name)
+        if queue is None:
+            raise QueueNotFound(name)
+        return queue
+
+    async def list_queues(self) -> list[Queue]:
+        return await self._started().storage.list_queues()
+
+    async def delivered_in_last(self, window: timedelta) -> dict[str, int]:
+        """Per queue, the tasks that succeeded within ``window`` (the dashboard's throughput)."""
+        return await self._started().storage.delivered_since(self.clock() - window)
+
+    async def put_queue(self, name: str, config: QueueConfig) -> tuple[Queue, bool]:
+        """Create or replace a queue's config; True when it was created."""
+        stored = await self._started().storage.put_queue(name, check_queue_config(config), self.clock())
+        self.work_available()  # more concurrency, a higher rate, or unpaused
+        return stored
+
+    async def update_queue(self, name: str, changes: Mapping[str, Any]) -> Queue:
+        """Change some config fields, atomically against concurrent changes."""
+
+        def change(current: QueueConfig) -> QueueConfig:
+            return check_queue_config(replace(current, **changes))
+
+        queue = await self._started().storage.update_queue(name, change, self.clock())
+        if not queue.config.paused:
+            self.work_available()
+        return queue
+
+    async def pause_queue(self, name: str) -> Queue:
+        return await self.update_queue(name, {"paused": True})
+
+    async def resume_queue(self, name: str) -> Queue:
+        return await self.update_queue(name, {"paused": False})
+
+    async def delete_queue(self, name: str) -> None:
+        await self._started().storage.delete_queue(name)
+
+    async def purge_queue(self, name: str) -> int:
+        """Delete the queue's ready tasks; how many."""
+        return await self._started().storage.purge_queue(name)
+
+
+def check_body_sizes(tasks: Sequence[NewTask], limit: int) -> None:
+    """TooLarge (413) for the first task whose body, as it would be sent, exceeds ``limit``."""
+    for index, task in enumerate(tasks):
+        size = len(task.body)
+        if size > limit:
+            where = "the task's" if len(tasks) == 1 else f"task {index}'s"
+            raise TooLarge(f"{where} body is {size:,} bytes; at most {limit:,} (WORKLY_MAX_BODY_BYTES)")
+
+
+def _nobody() -> None:
+    """An API-only process has no dispatcher to wake."""
+
+
+def _log_announce_error(exc: Exception) -> None:
+    # Other processes still find the work at their next poll.
+    log.warning("could not notify other processes of new work: %s", exc)
