@@ -20,7 +20,7 @@ from tests.storage.helpers import new
 from tests.support.clock import FakeClock
 from workly.database_url import sqlite_path
 from workly.errors import StorageConflict, StorageError, StorageUnavailable
-from workly.storage import open_storage
+from workly.storage.factory import open_storage
 from workly.storage.interpret import interpret_postgres_error, interpret_sqlite_error
 
 DB_TIMEOUT = 0.2

@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 
 from workly.ids import new_task_id
 from workly.models import AttemptResult, NewTask, QueueConfig
-from workly.storage import open_storage
 from workly.storage.base import Storage
+from workly.storage.factory import open_storage
 
 CLAIMS, BATCH = 50, 10
 URL = "http://127.0.0.1:9/"  # never contacted: nothing is delivered

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from workly.errors import QueueNotFound
 from workly.ids import new_task_id
 from workly.models import AttemptResult, NewTask, QueueConfig
-from workly.storage import open_storage
+from workly.storage.factory import open_storage
 
 URL = "http://127.0.0.1:9/"
 

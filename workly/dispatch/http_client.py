@@ -10,7 +10,7 @@ origin. By design it follows no redirects, reads no proxy settings, keeps no coo
 asks for no compression and decompresses nothing, reads at most ``max_body`` bytes of a
 response (a longer one closes its connection instead of being drained) and at most
 64 KiB of response headers. Before connecting it resolves the host once and checks every
-address against the outbound policy (outbound.py), then connects only to those.
+address against the outbound policy (workly/outbound.py), then connects only to those.
 """
 
 from __future__ import annotations

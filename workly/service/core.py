@@ -34,7 +34,8 @@ from workly.models import Attempt, Enqueued, NewTask, Queue, QueueConfig, Task, 
 from workly.service.enqueuer import Enqueuer
 from workly.service.housekeeping import Housekeeper
 from workly.signing import Signer
-from workly.storage import Storage, open_storage
+from workly.storage.base import Storage
+from workly.storage.factory import open_storage
 
 log = logging.getLogger("workly")
 StorageOpener = Callable[[Settings], Awaitable[Storage]]

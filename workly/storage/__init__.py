@@ -1,6 +1,4 @@
-"""Storage: one contract (``Storage``), one backend per database."""
+"""Storage: one contract (base.py: ``Storage``), one backend per database (sqlite.py,
+postgres.py), named SQL per dialect (sql/), opened by factory.py from a database URL.
 
-from workly.storage.base import Storage
-from workly.storage.factory import open_storage
-
-__all__ = ["Storage", "open_storage"]
+Nothing is imported here, so importing one storage module never imports the others."""

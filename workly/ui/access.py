@@ -1,7 +1,7 @@
 """Who may see the dashboard, and which form posts it accepts.
 
 Without API tokens (`workly dev`) the dashboard is open, like the API (and, like it, answers
-only to IP addresses and localhost: workly/api/browser_guards.py). With tokens, a request
+only to IP addresses and localhost: workly/web/browser_guards.py). With tokens, a request
 needs ``Authorization: Bearer <token>`` or the session cookie the login page sets
 (workly/web/tokens.py: signed, expiring, HttpOnly, SameSite=Strict; it also opens the API
 reference at /docs, never the API); the token guard in front (workly/web/guards.py) decides

@@ -30,7 +30,7 @@ class BearerTokens:
     """Every request but those to ``public_paths`` needs ``Authorization: Bearer <token>``.
 
     Browsers cannot send one, so the dashboard (/ui) and the API reference (/docs,
-    /openapi.json) also open with the dashboard's session cookie (workly/api/tokens.py); a
+    /openapi.json) also open with the dashboard's session cookie (workly/web/tokens.py); a
     browser without either that asks for a page is sent to the login page. Only the login
     page, log out and the stylesheet are open to all. Both checks read headers only: no
     body is read before the caller is known."""
