@@ -157,15 +157,18 @@ class Service:
     async def stop(self) -> None:
         """Stop housekeeping, answer the enqueues in flight, give deliveries in flight
         WORKLY_SHUTDOWN_GRACE seconds, then close the HTTP client and the storage."""
-        parts, self._parts = self._parts, None
+        parts = self._parts
         if parts is None:
             return
         try:
+            # The parts stay reachable until all is drained: a commit that lands meanwhile
+            # still ends in work_available, and its caller gets its answer.
             await parts.housekeeper.stop()
             await parts.enqueuer.drain()
             await parts.announcer.drain()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
         finally:
+            self._parts = None
             await parts.client.close()
             await parts.storage.close()
 

@@ -1,0 +1,122 @@
+"""The service (workly/service): its rules, its lifecycle and its wake-ups, on both backends.
+
+The routes are tested through the API (tests/api); here the service is called directly, as
+every adapter calls it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.storage.helpers import new
+from tests.support.servers import TEST_SECRET
+from workly.config import Settings
+from workly.errors import ConfigError, InvalidQueueConfig, QueueNotFound, TaskNotFound, TooLarge
+from workly.models import QueueConfig
+from workly.service import Service, migrate_database
+
+
+def settings_for(database_url: str, **overrides: object) -> Settings:
+    fields: dict[str, object] = {"signing_secret": TEST_SECRET, "dispatch": False, **overrides}
+    return Settings(database_url=database_url, **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def service(database_url: str) -> AsyncIterator[Service]:
+    async with Service(settings_for(database_url, max_body_bytes=1024)).running() as running:
+        yield running
+
+
+def test_a_service_needs_a_database_and_valid_secrets() -> None:
+    with pytest.raises(ConfigError, match="WORKLY_DATABASE_URL"):
+        Service(Settings(signing_secret=TEST_SECRET))
+    with pytest.raises(ConfigError, match="whsec_"):
+        Service(Settings(database_url="sqlite:///x.db", signing_secret="not-a-secret"))
+
+
+async def test_nothing_is_reachable_before_start_or_after_stop(database_url: str) -> None:
+    service = Service(settings_for(database_url))
+    with pytest.raises(RuntimeError, match="not running"):
+        await service.list_queues()
+    async with service.running():
+        assert await service.list_queues() == []
+    with pytest.raises(RuntimeError, match="not running"):
+        await service.list_queues()
+
+
+async def test_a_body_over_the_limit_is_refused_and_nothing_is_stored(service: Service) -> None:
+    with pytest.raises(TooLarge, match="task 1's body is 1,025 bytes"):
+        await service.enqueue([new(body=b"x" * 10), new(body=b"x" * 1025)])
+    assert await service.list_queues() == []
+
+
+async def test_queue_configs_that_contradict_themselves_are_refused_and_change_nothing(
+    service: Service,
+) -> None:
+    with pytest.raises(InvalidQueueConfig, match="min_backoff"):
+        await service.put_queue("q", QueueConfig(min_backoff=10, max_backoff=5))
+    with pytest.raises(QueueNotFound):
+        await service.get_queue("q")
+    await service.put_queue("q", QueueConfig(max_backoff=5))
+    with pytest.raises(InvalidQueueConfig, match="min_backoff"):
+        await service.update_queue("q", {"min_backoff": 10})
+    assert (await service.get_queue("q")).config == QueueConfig(max_backoff=5)
+
+
+async def test_unknown_tasks_and_queues_raise_not_found(service: Service) -> None:
+    with pytest.raises(TaskNotFound):
+        await service.get_task("task_missing")
+    with pytest.raises(QueueNotFound):
+        await service.resume_queue("missing")
+
+
+async def test_an_enqueue_in_flight_when_the_service_stops_is_answered(database_url: str) -> None:
+    service = Service(settings_for(database_url))
+    await service.start()
+    tasks = [new() for _ in range(20)]
+    enqueues = [asyncio.create_task(service.enqueue([task])) for task in tasks]
+    await asyncio.sleep(0)  # they are in the group committer now
+    await service.stop()
+    answers = await asyncio.gather(*enqueues)
+    assert [answer[0].task.id for answer in answers] == [task.id for task in tasks]
+    assert all(answer[0].created for answer in answers)
+
+
+async def test_changes_that_make_work_claimable_wake_the_dispatcher(database_url: str) -> None:
+    async with Service(settings_for(database_url, dispatch=True, poll_interval=3600)).running() as service:
+        woken = 0
+        wake = service.dispatcher.wake
+
+        def counting_wake() -> None:
+            nonlocal woken
+            woken += 1
+            wake()
+
+        service.dispatcher.wake = counting_wake  # type: ignore[method-assign]
+        steps = [
+            ("put", service.put_queue("q", QueueConfig(paused=True)), 1),  # a put may raise limits
+            ("pause", service.pause_queue("q"), 0),
+            ("resume", service.resume_queue("q"), 1),
+            ("patch", service.update_queue("q", {"max_concurrency": 5}), 1),
+            ("pause", service.pause_queue("q"), 0),  # so the dispatcher leaves the task alone
+            ("enqueue", service.enqueue([new(queue="q")]), 1),
+        ]
+        for name, step, wakes in steps:
+            before = woken
+            result = await step
+            assert woken - before == wakes, name
+        [stored] = result  # type: ignore[misc]
+        await service.cancel_task(stored.task.id)
+        before = woken
+        await service.retry_task(stored.task.id)
+        assert woken == before + 1
+
+
+async def test_migrate_database_applies_then_reports_up_to_date(sqlite_url: str) -> None:
+    settings = Settings(database_url=sqlite_url)  # no signing secret: migrating needs none
+    applied, version = await migrate_database(settings)
+    assert applied == list(range(1, version + 1))
+    assert await migrate_database(settings) == ([], version)
