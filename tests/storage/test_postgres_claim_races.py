@@ -10,6 +10,7 @@ transaction that holds a lock while the others queue up behind it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import asyncpg
@@ -17,6 +18,7 @@ import pytest
 
 from tests.storage.helpers import new, result_for, token
 from tests.support.clock import FakeClock
+from tests.support.pg_waits import wait_for_lock_waiters
 from workly.models import QueueConfig
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
@@ -26,7 +28,7 @@ MARGIN = 30.0
 
 
 @pytest.fixture
-async def pg(pg_url: str) -> asyncpg.Connection:
+async def pg(pg_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(pg_url)
     yield conn
     await conn.close()
@@ -54,12 +56,13 @@ async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
         await pg.execute(
             "SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE"
         )  # as a claim in progress
+        # One at a time, so that they queue up on the queue's row in this order: x, the retry, b.
         x = asyncio.create_task(claim_x.claim_tasks(10, clock(), token(), MARGIN))  # reads: head h2
-        await asyncio.sleep(0.2)
+        await wait_for_lock_waiters(pg, 1)
         retry = asyncio.create_task(api.retry_task(h1.id, clock()))  # h1 would be the head again
-        await asyncio.sleep(0.2)
+        await wait_for_lock_waiters(pg, 2)
         b = asyncio.create_task(claim_b.claim_tasks(10, clock(), token(), MARGIN))
-        await asyncio.sleep(0.2)
+        await wait_for_lock_waiters(pg, 3)
         await blocker.commit()
         async with asyncio.timeout(10):
             got_x, _, got_b = await asyncio.gather(x, retry, b)
@@ -82,7 +85,7 @@ async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_dea
         await batch.start()
         await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE", claimed.seq)  # the batch's row lock
         delete = asyncio.create_task(storage.delete_queue("q"))  # waits for that row
-        await asyncio.sleep(0.3)
+        await wait_for_lock_waiters(pg, 1)
         record = postgres_queries().record_results
         await pg.fetch(record.sql, *record.args({
             "task_seqs": [result.task_seq], "lease_tokens": [result.lease_token],
@@ -135,7 +138,7 @@ async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
         await blocker.start()
         await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")
         late = asyncio.create_task(storage.claim_tasks(10, clock(), token(), MARGIN))  # reads: head due
-        await asyncio.sleep(0.2)
+        await wait_for_lock_waiters(pg, 1)
         # Meanwhile another process claims the head, delivers it, and schedules a retry.
         other = await asyncpg.connect(pg_url)
         try:

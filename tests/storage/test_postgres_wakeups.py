@@ -7,9 +7,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from tests.support.pg_waits import NotificationProbe
 from workly.storage.postgres import PostgresStorage
+from workly.storage.postgres_wakeups import CHANNEL
 
 pytestmark = pytest.mark.postgres
+VISITOR = "visitor-from-the-test"  # the id of a process the test plays with a plain connection
 
 
 class Process:
@@ -39,17 +42,34 @@ async def processes(pg_url: str) -> AsyncIterator[list[Process]]:
         await process.storage.close()
 
 
-async def test_a_process_alone_sends_no_announcements(processes: list[Process]) -> None:
+async def test_a_process_alone_sends_no_announcements(processes: list[Process], pg_url: str) -> None:
     alone = processes[0]
-    await alone.storage.listen_for_work(alone.on_work)
+    await alone.storage.listen_for_work(alone.on_work)  # returns once its hello has been sent
     await until(lambda: alone.woken == 1)  # once on connecting: whatever it may have missed
-    await asyncio.sleep(0.2)  # its own hello has come back by now, and was ignored
+    # Its own hello comes back to it, and must be ignored. Ignoring leaves no trace, so a
+    # visitor says hello after it: notifications arrive in commit order, so once the visitor
+    # is among its peers the hello before it has been handled too, without making it a peer.
+    probe = await NotificationProbe.listen(pg_url, CHANNEL)
+    try:
+        await probe.notify(f"hello:{VISITOR}")
+        await until(lambda: VISITOR in alone.storage.wakeups.peers)
+        assert alone.storage.wakeups.peers == {VISITOR}
+        # It answers the newcomer with a hello of its own; once the probe hears that answer,
+        # the visitor leaves: its bye comes after the answer, which is then handled as well.
+        hello_seen = await probe.wait_for(f"hello:{VISITOR}")
+        await probe.wait_for(f"hello:{alone.storage.wakeups.id}", after=hello_seen + 1)
+        await probe.notify(f"bye:{VISITOR}")
+        await until(lambda: not alone.storage.wakeups.peers)  # alone again
+    finally:
+        await probe.close()
     await alone.storage.announce_work()
     assert alone.storage.wakeups.announced == 0
     assert alone.storage.wakeups.peers == set()
 
 
-async def test_announcements_wake_the_other_process_not_the_sender(processes: list[Process]) -> None:
+async def test_announcements_wake_the_other_process_not_the_sender(
+    processes: list[Process], pg_url: str
+) -> None:
     a, b = processes
     for process in processes:
         await process.storage.listen_for_work(process.on_work)
@@ -58,7 +78,15 @@ async def test_announcements_wake_the_other_process_not_the_sender(processes: li
     woken_a, woken_b = a.woken, b.woken
     await b.storage.announce_work()
     await until(lambda: a.woken == woken_a + 1)
-    await asyncio.sleep(0.1)
+    # b's announcement comes back to b too, and must not wake it. To know that it has come
+    # back, a visitor says hello after it (notifications arrive in commit order): once b
+    # counts the visitor among its peers, it has handled its own announcement before.
+    probe = await NotificationProbe.listen(pg_url, CHANNEL)
+    try:
+        await probe.notify(f"hello:{VISITOR}")
+        await until(lambda: VISITOR in b.storage.wakeups.peers)
+    finally:
+        await probe.close()
     assert b.woken == woken_b
     assert b.storage.wakeups.announced == 1
 
