@@ -123,6 +123,8 @@ BAD_CONFIGS: dict[str, dict[str, Any]] = {
     "max_concurrency a word": {"max_concurrency": "many"},
     "rate_limit 0": {"rate_limit": 0},
     "rate_limit negative": {"rate_limit": -1},
+    "rate_limit subnormal": {"rate_limit": 1e-309},  # overflowed PostgreSQL's claim arithmetic
+    "rate_limit under one per 11.6 days": {"rate_limit": 9.9e-7},
     "max_attempts 0": {"max_attempts": 0},
     "min_backoff negative": {"min_backoff": -1},
     "min_backoff above max_backoff": {"min_backoff": 10, "max_backoff": 5},

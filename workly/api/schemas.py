@@ -29,6 +29,9 @@ from workly.signing import decode_secret
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 MAX_BATCH = 1000
+# One dispatch per 11.6 days: the slowest rate. A smaller (subnormal) rate overflows the
+# claim's token arithmetic in PostgreSQL's float8, which fails every claim.
+MIN_RATE_LIMIT = 1e-6
 
 # Keys are printable text: no control characters (PostgreSQL text cannot even hold NUL).
 ShortText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -183,7 +186,9 @@ class QueueConfigIn(_Strict):
     """A queue's full config (PUT): fields left out take their defaults."""
 
     max_concurrency: int = Field(default=3, ge=1, le=10_000)
-    rate_limit: float | None = Field(default=None, gt=0, le=1_000_000, description="dispatches per second")
+    rate_limit: float | None = Field(
+        default=None, ge=MIN_RATE_LIMIT, le=1_000_000, description="dispatches per second"
+    )
     max_attempts: int = Field(default=10, ge=1, le=1000)
     min_backoff: float = Field(default=1.0, ge=0, le=86_400)
     max_backoff: float = Field(default=3600.0, ge=0, le=30 * 86_400)
@@ -201,7 +206,7 @@ class QueuePatchIn(_Strict):
     """Some config fields (PATCH): only the fields given change."""
 
     max_concurrency: int | None = Field(default=None, ge=1, le=10_000)
-    rate_limit: float | None = Field(default=None, gt=0, le=1_000_000)
+    rate_limit: float | None = Field(default=None, ge=MIN_RATE_LIMIT, le=1_000_000)
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     min_backoff: float | None = Field(default=None, ge=0, le=86_400)
     max_backoff: float | None = Field(default=None, ge=0, le=30 * 86_400)
