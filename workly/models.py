@@ -163,12 +163,6 @@ class Attempt:
     stale: bool
 
 
-@dataclass(frozen=True, slots=True)
-class TaskPage:
-    tasks: list[Task]
-    next_cursor: str | None
-
-
 def is_queue_name(name: str) -> bool:
     return _QUEUE_NAME.fullmatch(name) is not None
 

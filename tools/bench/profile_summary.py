@@ -19,7 +19,7 @@ CATEGORIES = [
     ("delivery HTTP client", ("HttpClient.request", "_Connection.", "Deliverer.deliver")),
     ("enqueue validation (pydantic)", ("model_validate_json", "TaskIn.")),
     ("database calls (driver, rows)", ("PostgresStorage.", "SqliteStorage.", "_WorkItem.run", "asyncpg")),
-    ("enqueue request handling", ("FastEnqueue.", "store_one", "task_json", "JSONResponse")),
+    ("enqueue request handling", ("FastEnqueue.", "enqueue_one", "task_json", "JSONResponse")),
     ("API framework (FastAPI/Starlette)", ("starlette", "fastapi")),
     ("dispatcher bookkeeping", ("Dispatcher.", "judge", "GroupCommitter", "Enqueuer")),
 ]

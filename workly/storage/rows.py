@@ -69,11 +69,6 @@ def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
     )
 
 
-def claim_order(row: Row) -> tuple[int, Any, int]:
-    """The claim's ORDER BY (priority DESC, run_at, seq) as a sort key."""
-    return (-row["priority"], row["run_at"], row["seq"])
-
-
 def attempt_from_row(row: Row, dec: Decoders) -> Attempt:
     started = dec.time(row["started_at"])
     finished = dec.time(row["finished_at"])
