@@ -37,12 +37,16 @@ def pg_session_db(pg_server: str) -> Iterator[str]:
 
     async def migrate() -> None:
         storage = await PostgresStorage.open(url)
-        await storage.migrate()
-        await storage.close()
+        try:
+            await storage.migrate()
+        finally:
+            await storage.close()
 
-    asyncio.run(migrate())
-    yield url
-    asyncio.run(drop_database(pg_server, url))
+    try:
+        asyncio.run(migrate())
+        yield url
+    finally:
+        asyncio.run(drop_database(pg_server, url))
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Health routes over real HTTP, on SQLite and on PostgreSQL, with the dispatcher off."""
+"""Health routes, in-process (the real service and app), on SQLite and on PostgreSQL, with the
+dispatcher off."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Queue routes of API v1 over real HTTP, on SQLite and on PostgreSQL.
+"""Queue routes of API v1, in-process (the real service and app), on SQLite and on PostgreSQL.
 
 List, read, create/replace (PUT), update (PATCH), delete, pause, resume, purge.
 """

@@ -1,4 +1,4 @@
-"""Task routes of API v1 over real HTTP, on SQLite and on PostgreSQL.
+"""Task routes of API v1, in-process (the real service and app), on SQLite and on PostgreSQL.
 
 Enqueue (one and batch, idempotency, body encoding, scheduling), read, attempts,
 cancel, retry, and the cursor-paginated listing.

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 import pytest
 
-from workly.storage.migrator import load_migrations
+from workly.storage import migrator
+from workly.storage.factory import open_storage
+from workly.storage.migrator import Migration, load_migrations
 from workly.storage.postgres import PostgresStorage
 from workly.storage.sqlite import SqliteStorage
 
@@ -53,3 +56,37 @@ async def test_postgres_schema_has_the_claim_index(pg_url: str) -> None:
         await conn.close()
     assert "(queue, priority DESC, run_at, seq)" in definition
     assert "WHERE ((status = 'ready'::text) AND (tenant IS NULL) AND (key IS NULL))" in definition
+
+
+def test_a_misnamed_or_unnumbered_migration_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "0001_first.sql").write_text("SELECT 1;")
+    (tmp_path / "0002-second.sql").write_text("SELECT 2;")
+    with pytest.raises(RuntimeError, match=r"'0002-second\.sql' is not named NNNN_<name>\.sql"):
+        load_migrations("sqlite", tmp_path)
+    (tmp_path / "0002-second.sql").rename(tmp_path / "0003_third.sql")
+    with pytest.raises(RuntimeError, match="without gaps"):
+        load_migrations("sqlite", tmp_path)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fresh.db'}"
+    url: str = request.getfixturevalue("pg_fresh_db")
+    return url
+
+
+async def test_a_migration_of_comments_only_is_recorded_without_being_run(
+    unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = unmigrated_url
+    packaged = load_migrations("sqlite" if url.startswith("sqlite") else "postgres")
+    nothing = Migration(len(packaged) + 1, "nothing", "-- nothing to do in this dialect\n\n")
+    assert nothing.is_empty and not packaged[0].is_empty
+    monkeypatch.setattr(migrator, "load_migrations", lambda dialect: [*packaged, nothing])
+    storage = await open_storage(url)
+    try:
+        assert (await storage.migrate())[-1] == nothing.version
+        assert await storage.schema_version() == nothing.version
+    finally:
+        await storage.close()

@@ -93,7 +93,7 @@ def test_positional_parameters_are_refused_in_query_files() -> None:
         compile_query("q", "SELECT $1", "postgres")
 
 
-def test_every_dialect_names_each_parameter_its_backend_passes() -> None:
+def test_the_claim_queries_take_the_parameters_their_backends_pass() -> None:
     # The claim reads the same four values on both backends, under the same names.
     assert set(postgres_queries().claim_tasks.params) == {"now", "limit", "lease_token", "lease_margin"}
     assert set(sqlite_queries().claim_tasks_plain.params) == {"queue", "now", "limit"}

@@ -1,14 +1,20 @@
-"""Migration files: ``workly/migrations/<dialect>/NNNN_name.sql``, same numbers per dialect."""
+"""Migration files: ``workly/migrations/<dialect>/NNNN_name.sql``, same numbers per dialect.
+
+A migration may hold only comments (a dialect with nothing to do at that number says why):
+it is recorded as applied without being run, since PostgreSQL cannot execute an empty script.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from workly.storage.queries import Dialect
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
+_COMMENT = re.compile(r"--[^\n]*")
 
 
 @dataclass(frozen=True)
@@ -17,14 +23,23 @@ class Migration:
     name: str
     sql: str
 
+    @property
+    def is_empty(self) -> bool:
+        """Only comments and whitespace: nothing to run."""
+        return not _COMMENT.sub("", self.sql).strip()
 
-def load_migrations(dialect: Dialect) -> list[Migration]:
-    folder = resources.files("workly.migrations").joinpath(dialect)
+
+def load_migrations(dialect: Dialect, folder: Traversable | None = None) -> list[Migration]:
+    """The dialect's migrations in order (from ``folder``, by default the packaged ones)."""
+    folder = folder or resources.files("workly.migrations").joinpath(dialect)
     migrations = []
     for entry in folder.iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
         match = _FILE.match(entry.name)
-        if match:
-            migrations.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+        if match is None:  # a misnamed file would otherwise be skipped without a word
+            raise RuntimeError(f"{dialect} migration {entry.name!r} is not named NNNN_<name>.sql")
+        migrations.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     migrations.sort(key=lambda m: m.version)
     versions = [m.version for m in migrations]
     if versions != list(range(1, len(versions) + 1)):

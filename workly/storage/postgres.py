@@ -138,7 +138,8 @@ class PostgresStorage:
             await _execute(conn, self._q.create_schema_version)
             current = await _fetchval(conn, self._q.get_schema_version)
             for migration in pending("postgres", current):
-                await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT)
+                if not migration.is_empty:
+                    await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT)
                 await _execute(conn, self._q.set_schema_version, version=migration.version)
                 applied.append(migration.version)
         return applied

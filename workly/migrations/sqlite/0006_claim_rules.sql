@@ -1,4 +1,4 @@
 -- The claim's rules (see the PostgreSQL migration): SQLite's claim calls them in Python,
 -- from workly/storage/claim_rules.py, so there is nothing to create here. The file keeps
--- the migration numbers of both dialects alike.
-SELECT 1;
+-- the migration numbers of both dialects alike; a file of comments only is recorded as
+-- applied without being run (workly/storage/migrator.py).
