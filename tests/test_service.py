@@ -14,7 +14,14 @@ import pytest
 from tests.storage.helpers import new
 from tests.support.servers import TEST_SECRET
 from workly.config import Settings
-from workly.errors import ConfigError, InvalidQueueConfig, QueueNotFound, TaskNotFound, TooLarge
+from workly.errors import (
+    ConfigError,
+    InvalidQueueConfig,
+    QueueNotFound,
+    ServiceNotRunning,
+    TaskNotFound,
+    TooLarge,
+)
 from workly.models import QueueConfig
 from workly.service import Service, migrate_database
 
@@ -39,12 +46,23 @@ def test_a_service_needs_a_database_and_valid_secrets() -> None:
 
 async def test_nothing_is_reachable_before_start_or_after_stop(database_url: str) -> None:
     service = Service(settings_for(database_url))
-    with pytest.raises(RuntimeError, match="not running"):
+    with pytest.raises(ServiceNotRunning):  # a StorageUnavailable: the API answers 503
         await service.list_queues()
     async with service.running():
         assert await service.list_queues() == []
-    with pytest.raises(RuntimeError, match="not running"):
+        with pytest.raises(RuntimeError, match="already running"):
+            await service.start()
+    with pytest.raises(ServiceNotRunning):
         await service.list_queues()
+    service.work_available()  # a change committing during shutdown has nobody left to wake
+
+
+async def test_a_rate_limit_below_the_floor_is_refused_even_without_the_api(service: Service) -> None:
+    for rate in (5e-324, 1e-309, 9.9e-7):
+        with pytest.raises(InvalidQueueConfig, match="rate_limit must be at least"):
+            await service.put_queue("q", QueueConfig(rate_limit=rate))
+    stored, _ = await service.put_queue("q", QueueConfig(rate_limit=1e-6))
+    assert stored.config.rate_limit == 1e-6
 
 
 async def test_a_body_over_the_limit_is_refused_and_nothing_is_stored(service: Service) -> None:

@@ -12,6 +12,7 @@ WorklyError
 ├── TooLarge               an input over a configured size limit       → 413
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
+        └── ServiceNotRunning  the service has not started, or is stopping
 
 The storage backends raise only these (workly/storage/interpret.py turns each driver's
 errors into them): nothing above storage knows asyncpg or sqlite3.
@@ -72,4 +73,18 @@ class StorageUnavailable(StorageError):
 
 
 class StorageConflict(StorageError, ConflictError):
-    """The database refused a write that collides with stored data (a constraint)."""
+    """The database refused a write that collides with stored data (a constraint), most
+    likely a concurrent change (a queue deleted while tasks were enqueued to it). Its
+    message is for clients; the driver's own words stay in ``__cause__`` and the log."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a concurrent change collided with this one (such as its queue being deleted); retry"
+        )
+
+
+class ServiceNotRunning(StorageUnavailable):
+    """A call reached the service before it started or after it began to stop."""
+
+    def __init__(self) -> None:
+        super().__init__("the service is not running (starting up or shutting down): retry")

@@ -10,7 +10,10 @@ from typing import Literal
 
 from workly.errors import InvalidQueueConfig
 
-QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"  # a regex: fullmatch it, or anchor it where used
+QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+# The slowest rate limit, one dispatch per 11.6 days. A smaller (subnormal) rate overflows
+# the claim's token arithmetic in PostgreSQL's float8, which would fail every claim.
+MIN_RATE_LIMIT = 1e-6  # a regex: fullmatch it, or anchor it where used
 _QUEUE_NAME = re.compile(QUEUE_NAME)
 TaskStatus = Literal["ready", "running", "succeeded", "failed", "canceled"]
 TASK_STATUSES: tuple[TaskStatus, ...] = ("ready", "running", "succeeded", "failed", "canceled")
@@ -168,7 +171,10 @@ def is_queue_name(name: str) -> bool:
 
 
 def check_queue_config(config: QueueConfig) -> QueueConfig:
-    """Rules across fields; single-field bounds are checked where input is parsed."""
+    """Rules the storage relies on; the API checks the single-field bounds too, with messages
+    that name the field."""
+    if config.rate_limit is not None and not config.rate_limit >= MIN_RATE_LIMIT:
+        raise InvalidQueueConfig(f"rate_limit must be at least {MIN_RATE_LIMIT:g} dispatches per second")
     if config.min_backoff > config.max_backoff:
         raise InvalidQueueConfig(
             f"min_backoff ({config.min_backoff:g}s) must not exceed max_backoff ({config.max_backoff:g}s)"

@@ -88,6 +88,7 @@ def test_running_out_of_database_resources_counts_as_unavailable() -> None:
 def test_other_driver_errors_become_conflicts_or_storage_errors_and_ours_pass() -> None:
     unique = interpret_postgres_error(asyncpg.exceptions.UniqueViolationError("duplicate key"))
     assert isinstance(unique, StorageConflict)
+    assert "duplicate key" not in str(unique)  # what a client reads names no table or constraint
     assert isinstance(
         interpret_sqlite_error(sqlite3.IntegrityError("UNIQUE constraint failed")), StorageConflict
     )

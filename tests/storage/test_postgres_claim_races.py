@@ -5,6 +5,7 @@ transaction that holds a lock while the others queue up behind it.
   the key before and after it: never two tasks of one key in flight.
 - Deleting a queue while a result batch holds one of its tasks: no deadlock.
 - The count of deliveries in flight, broken by hand, is repaired by recount_running.
+- An enqueue whose queue is deleted under it: a conflict to retry, in Workly's words only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from tests.storage.helpers import new, result_for, token
 from tests.support.clock import FakeClock
 from tests.support.pg_waits import wait_for_lock_waiters
+from workly.errors import StorageConflict
 from workly.models import QueueConfig
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
@@ -153,5 +155,27 @@ async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
         async with asyncio.timeout(10):
             claimed = await late
         assert claimed.tasks == []
+    finally:
+        await storage.close()
+
+
+async def test_an_enqueue_into_a_queue_deleted_under_it_is_a_conflict_in_workly_words(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        await storage.put_queue("q", QueueConfig(), clock())
+        deleting = pg.transaction()
+        await deleting.start()
+        await pg.execute("SELECT 1 FROM queues WHERE name = 'q' FOR UPDATE")  # as a DELETE about to run
+        enqueue = asyncio.create_task(storage.enqueue([new()], clock()))  # its foreign key check waits
+        await wait_for_lock_waiters(pg, 1)
+        await pg.execute("DELETE FROM queues WHERE name = 'q'")
+        await deleting.commit()
+        with pytest.raises(StorageConflict) as refused:
+            await asyncio.wait_for(enqueue, 10)
+        assert "retry" in str(refused.value)
+        assert "tasks_queue_fkey" not in str(refused.value)  # the driver's words stay in the log
+        assert "tasks_queue_fkey" in str(refused.value.__cause__)
     finally:
         await storage.close()

@@ -88,9 +88,18 @@ def test_a_call_with_other_parameters_than_the_query_names_is_refused(values: di
         query.args(values)
 
 
-def test_positional_parameters_are_refused_in_query_files() -> None:
+@pytest.mark.parametrize(
+    "sql", ["SELECT $1", "SELECT 1 /* :x */", "SELECT $$ :x $$", "SELECT $body$ :x $body$", "SELECT E'a :x'"]
+)
+def test_what_the_parameter_reader_cannot_read_safely_is_refused(sql: str) -> None:
     with pytest.raises(ValueError, match="by name"):
-        compile_query("q", "SELECT $1", "postgres")
+        compile_query("q", sql, "postgres")
+
+
+def test_array_slices_and_identifiers_ending_in_e_are_not_parameters() -> None:
+    query = compile_query("q", "SELECT (ARRAY[1,2,3])[1:2], name FROM queue WHERE name = :name", "postgres")
+    assert query.params == ("name",)
+    assert query.sql == "SELECT (ARRAY[1,2,3])[1:2], name FROM queue WHERE name = $1"
 
 
 def test_the_claim_queries_take_the_parameters_their_backends_pass() -> None:

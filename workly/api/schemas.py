@@ -22,16 +22,13 @@ from pydantic import (
 from workly.body import encode_body
 from workly.errors import ConfigError
 from workly.ids import new_task_id
-from workly.models import NewTask
+from workly.models import MIN_RATE_LIMIT, NewTask
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import decode_secret
 
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
 MAX_BATCH = 1000
-# One dispatch per 11.6 days: the slowest rate. A smaller (subnormal) rate overflows the
-# claim's token arithmetic in PostgreSQL's float8, which fails every claim.
-MIN_RATE_LIMIT = 1e-6
 
 # Keys are printable text: no control characters (PostgreSQL text cannot even hold NUL).
 ShortText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]

@@ -193,11 +193,6 @@ class Dispatcher:
         return [summary] * len(results)
 
 
-def _one_by_one_may_help(exc: Exception) -> bool:
-    """A failed shared write is retried result by result, unless the database is down."""
-    return not isinstance(exc, StorageUnavailable)
-
-
 def _attempt_fields(
     task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
 ) -> dict[str, object]:

@@ -28,7 +28,14 @@ from workly.config import Settings
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http_client import HttpClient
-from workly.errors import ConfigError, QueueNotFound, TaskNotFound, TooLarge
+from workly.errors import (
+    ConfigError,
+    QueueNotFound,
+    ServiceNotRunning,
+    StorageError,
+    TaskNotFound,
+    TooLarge,
+)
 from workly.metrics import Metrics
 from workly.models import Attempt, Enqueued, NewTask, Queue, QueueConfig, Task, TaskStatus, check_queue_config
 from workly.service.enqueuer import Enqueuer
@@ -67,7 +74,7 @@ class Readiness:
     """What /health/ready reports."""
 
     database_error: str | None  # None: the database answered
-    dispatcher: str  # "ok", "down" or "disabled" (an API-only process)
+    dispatcher: str  # "ok", "down", "disabled" (an API-only process), "unknown" (no database)
 
     @property
     def ready(self) -> bool:
@@ -112,6 +119,8 @@ class Service:
     async def start(self) -> None:
         """Open the storage, apply migrations, listen for other processes' work, and start
         dispatching and housekeeping (unless WORKLY_DISPATCH is false)."""
+        if self._parts is not None:
+            raise RuntimeError("the service is already running")
         settings = self.settings
         storage = await self._open_storage(settings)
         client = self._http_client or HttpClient(
@@ -182,8 +191,11 @@ class Service:
 
     def work_available(self) -> None:
         """The hook every change that can make work claimable ends in, after its commit:
-        this process's dispatcher claims now, other processes hear one coalesced NOTIFY."""
-        parts = self._started()
+        this process's dispatcher claims now, other processes hear one coalesced NOTIFY.
+        Once the service has stopped there is nobody left to wake: it does nothing."""
+        parts = self._parts
+        if parts is None:
+            return
         parts.dispatcher.wake()
         parts.announcer.trigger()
 
@@ -196,7 +208,9 @@ class Service:
         try:
             await asyncio.wait_for(parts.storage.ping(), timeout=2)
         except Exception as exc:
-            return Readiness(database_error=type(exc.__cause__ or exc).__name__, dispatcher="unknown")
+            # A storage error names the driver's error it stands for (TimeoutError, OSError, …).
+            cause = exc.__cause__ if isinstance(exc, StorageError) and exc.__cause__ else exc
+            return Readiness(database_error=type(cause).__name__, dispatcher="unknown")
         if not self.settings.dispatch:
             return Readiness(None, "disabled")
         stall = self.settings.ready_stall_seconds if stall_seconds is None else stall_seconds
@@ -204,7 +218,7 @@ class Service:
 
     def _started(self) -> _Parts:
         if self._parts is None:
-            raise RuntimeError("the service is not running: call start() first")
+            raise ServiceNotRunning  # a 503: a request that came too early or too late
         return self._parts
 
     @property

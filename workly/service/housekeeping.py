@@ -33,7 +33,7 @@ from workly.metrics import Metrics
 from workly.periodic import run_every
 from workly.storage.base import Storage
 
-log = logging.getLogger("workly.service.housekeeping")
+log = logging.getLogger("workly.housekeeping")
 
 
 class Housekeeper:

@@ -41,7 +41,7 @@ def interpret_postgres_error(exc: BaseException) -> StorageError | None:
     if isinstance(exc, _PG_UNAVAILABLE):
         return StorageUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.exceptions.IntegrityConstraintViolationError):
-        return StorageConflict(f"PostgreSQL refused the write: {exc}")
+        return StorageConflict()
     if isinstance(exc, asyncpg.PostgresError):
         return StorageError(f"PostgreSQL error: {type(exc).__name__}: {exc}")
     return None
@@ -54,7 +54,7 @@ def interpret_sqlite_error(exc: BaseException) -> StorageError | None:
     if isinstance(exc, (sqlite3.OperationalError, OSError)):  # locked, busy, disk I/O, disk full
         return StorageUnavailable(f"SQLite is unavailable: {exc}")
     if isinstance(exc, sqlite3.IntegrityError):
-        return StorageConflict(f"SQLite refused the write: {exc}")
+        return StorageConflict()
     if isinstance(exc, sqlite3.Error):
         return StorageError(f"SQLite error: {type(exc).__name__}: {exc}")
     return None

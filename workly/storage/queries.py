@@ -24,9 +24,14 @@ from typing import Any, Literal, TypeVar
 
 Dialect = Literal["postgres", "sqlite"]
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-# Comments and quoted text are kept as they are; a parameter is ":name" not preceded by
-# another ':' (so a PostgreSQL cast, "::text", is not one).
-_LEXEME = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<!:):([A-Za-z_]\w*)|\$\d+")
+# Comments and quoted text are kept as they are; a parameter is ":name" preceded by neither
+# another ':' (a PostgreSQL cast, "::text") nor a letter or digit (an array slice, "a[1:n]").
+# What this small lexer cannot read safely is refused: block comments, dollar quotes, E''
+# strings (backslash escapes) and positional parameters.
+_LEXEME = re.compile(
+    r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<![:\w]):([A-Za-z_]\w*)"
+    r"|(?P<refused>\$\d+|/\*|\$\w*\$|\b[Ee]')"
+)
 
 
 class QueryParameterError(TypeError):
@@ -146,8 +151,11 @@ def compile_query(name: str, text: str, dialect: Dialect) -> Query:
 
     def replace(match: re.Match[str]) -> str:
         lexeme = match.group(0)
-        if lexeme.startswith("$"):
-            raise ValueError(f"query {name!r}: write parameters by name (:name), not {lexeme}")
+        if match.group("refused"):
+            raise ValueError(
+                f"query {name!r}: {lexeme!r} is not supported here; write parameters by name "
+                "(:name), without block comments, dollar quotes or E'' strings"
+            )
         param = match.group(1)
         if param is None:
             return lexeme  # a comment or quoted text

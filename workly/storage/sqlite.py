@@ -31,8 +31,15 @@ from workly.models import (
 )
 from workly.storage import rows, sqlite_claim
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
-from workly.storage.migrator import pending
 from workly.storage.queries import Query, sqlite_queries
+from workly.storage.sqlite_statements import (
+    execute,
+    execute_many,
+    fetchall,
+    fetchone,
+    migrate,
+    schema_version,
+)
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
@@ -96,7 +103,7 @@ class SqliteStorage:
         await self._writer.close()
 
     async def ping(self) -> None:
-        await self._reader.run(_fetchall, _q().ping)
+        await self._reader.run(fetchall, _q().ping)
 
     async def needs_vacuum(self) -> bool:
         return False  # rows are updated in place: no dead versions pile up
@@ -111,10 +118,10 @@ class SqliteStorage:
         """Single process: nobody else announces work."""
 
     async def migrate(self) -> list[int]:
-        return await self._writer.transaction(self._acknowledged, _migrate)
+        return await self._writer.transaction(self._acknowledged, migrate)
 
     async def schema_version(self) -> int:
-        return await self._writer.transaction(self._acknowledged, _schema_version)
+        return await self._writer.transaction(self._acknowledged, schema_version)
 
     # --- tasks -------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
@@ -178,7 +185,7 @@ class SqliteStorage:
         return await self._reader.run(_list_queues)
 
     async def delivered_since(self, since: datetime) -> dict[str, int]:
-        found = await self._reader.run(_fetchall, _q().delivered_since, {"since": to_us(since)})
+        found = await self._reader.run(fetchall, _q().delivered_since, {"since": to_us(since)})
         return {row["queue"]: row["n"] for row in found}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
@@ -198,57 +205,16 @@ class SqliteStorage:
 # Each function takes the connection first; writes run inside BEGIN IMMEDIATE.
 
 
-def _execute(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Cursor:
-    return db.execute(query.sql, query.check(params or {}))
-
-
-def _execute_many(db: Db, query: Query, rows_of_params: Sequence[Mapping[str, Any]]) -> None:
-    db.executemany(query.sql, [query.check(params) for params in rows_of_params])
-
-
-def _fetchall(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> list[sqlite3.Row]:
-    return _execute(db, query, params).fetchall()
-
-
-def _fetchone(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = _execute(db, query, params).fetchone()
-    return row
-
-
-def _migrate(db: Db) -> list[int]:
-    _execute(db, _q().lock_migrations)
-    _execute(db, _q().create_schema_version)
-    applied = []
-    for migration in pending("sqlite", _current_version(db)):
-        for statement in _split_statements(migration.sql):
-            db.execute(statement)
-        _execute(db, _q().set_schema_version, {"version": migration.version})
-        applied.append(migration.version)
-    return applied
-
-
-def _schema_version(db: Db) -> int:
-    _execute(db, _q().create_schema_version)
-    return _current_version(db)
-
-
-def _current_version(db: Db) -> int:
-    row = _fetchone(db, _q().get_schema_version)
-    assert row is not None
-    version: int = row["version"]
-    return version
-
-
 def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
-    _execute_many(
+    execute_many(
         db,
         _q().enqueue_tasks_ensure_queues,
         [{"queue": q, "now": now_us} for q in sorted({t.queue for t in tasks})],
     )
     keys = idempotency_keys(tasks)
-    existing = _fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
+    existing = fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
     # Stored by an earlier try of this same request (committed, but not answered).
-    stored = _fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
+    stored = fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
     stored_ids = {row["id"] for row in stored}
     # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
     taken = {(row["queue"], row["idempotency_key"]) for row in existing}
@@ -261,8 +227,8 @@ def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
                 continue
             taken.add((task.queue, task.idempotency_key))
         to_insert.append(_task_params(task, now_us))
-    _execute_many(db, _q().enqueue_tasks_insert, to_insert)
-    created = stored + _fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
+    execute_many(db, _q().enqueue_tasks_insert, to_insert)
+    created = stored + fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
     return enqueue_results(
         tasks,
         {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
@@ -271,7 +237,7 @@ def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
 
 
 def _get_task(db: Db, task_id: str) -> Task | None:
-    row = _fetchone(db, _q().get_task, {"id": task_id})
+    row = fetchone(db, _q().get_task, {"id": task_id})
     return None if row is None else rows.task_from_row(row, _DECODERS)
 
 
@@ -281,36 +247,36 @@ def _list_tasks(
     q = _q()
     page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
     if queue is None and status is None:
-        found = _fetchall(db, q.list_all_tasks, page)
+        found = fetchall(db, q.list_all_tasks, page)
     elif queue is None:
         # Each queue's newest matches from tasks_queue_status, merged: as PostgreSQL's
         # lateral join does, so a rare status is found without scanning the table.
         seqs: list[int] = []
-        for (name,) in _fetchall(db, q.list_all_tasks_by_status_queues):
+        for (name,) in fetchall(db, q.list_all_tasks_by_status_queues):
             matches = {**page, "queue": name, "status": status}
-            seqs += [row["seq"] for row in _fetchall(db, q.list_all_tasks_by_status_seqs, matches)]
+            seqs += [row["seq"] for row in fetchall(db, q.list_all_tasks_by_status_seqs, matches)]
         newest = sorted(seqs, reverse=True)[: limit + 1]
-        found = _fetchall(db, q.list_all_tasks_by_status_rows, {"seqs": json.dumps(newest)})
-    elif _fetchone(db, q.get_queue, {"name": queue}) is None:
+        found = fetchall(db, q.list_all_tasks_by_status_rows, {"seqs": json.dumps(newest)})
+    elif fetchone(db, q.get_queue, {"name": queue}) is None:
         raise QueueNotFound(queue)
     elif status is None:
-        found = _fetchall(db, q.list_tasks, {**page, "queue": queue})
+        found = fetchall(db, q.list_tasks, {**page, "queue": queue})
     else:
-        found = _fetchall(db, q.list_tasks_by_status, {**page, "queue": queue, "status": status})
+        found = fetchall(db, q.list_tasks_by_status, {**page, "queue": queue, "status": status})
     tasks = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
     return tasks, (found[limit - 1]["seq"] if len(found) > limit else None)
 
 
 def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
-    if _fetchone(db, _q().get_task, {"id": task_id}) is None:
+    if fetchone(db, _q().get_task, {"id": task_id}) is None:
         raise TaskNotFound(task_id)
     return [
-        rows.attempt_from_row(row, _DECODERS) for row in _fetchall(db, _q().list_attempts, {"id": task_id})
+        rows.attempt_from_row(row, _DECODERS) for row in fetchall(db, _q().list_attempts, {"id": task_id})
     ]
 
 
 def _transition(db: Db, query: Query, task_id: str, now_us: int, action: str) -> Task:
-    changed = _fetchall(db, query, {"id": task_id, "now": now_us})
+    changed = fetchall(db, query, {"id": task_id, "now": now_us})
     return check_transition(task_id, _get_task(db, task_id), bool(changed), action)
 
 
@@ -328,8 +294,8 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
             for r in results
         ]
     )
-    accepted = {row["seq"] for row in _fetchall(db, _q().record_results, {"results": payload, "now": now_us})}
-    _execute_many(
+    accepted = {row["seq"] for row in fetchall(db, _q().record_results, {"results": payload, "now": now_us})}
+    execute_many(
         db,
         _q().record_results_attempts,
         [
@@ -351,61 +317,61 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
 
 
 def _count_rows(db: Db, query: Query, params: Mapping[str, Any]) -> int:
-    return len(_fetchall(db, query, params))
+    return len(fetchall(db, query, params))
 
 
 def _reap(db: Db, now_us: int, limit: int) -> int:
     params = {"now": now_us, "limit": limit}
-    seqs = [row["task_seq"] for row in _fetchall(db, _q().reap_expired_attempts, params)]
+    seqs = [row["task_seq"] for row in fetchall(db, _q().reap_expired_attempts, params)]
     if seqs:
-        _execute(db, _q().reap_expired, {"now": now_us, "seqs": json.dumps(seqs)})
+        execute(db, _q().reap_expired, {"now": now_us, "seqs": json.dumps(seqs)})
     return len(seqs)
 
 
 def _read_queue(db: Db, name: str) -> Queue | None:
-    row = _fetchone(db, _q().get_queue, {"name": name})
+    row = fetchone(db, _q().get_queue, {"name": name})
     if row is None:
         return None
-    counts = rows.counts_by_queue(_fetchall(db, _q().count_tasks_of_queue, {"queue": name}))
+    counts = rows.counts_by_queue(fetchall(db, _q().count_tasks_of_queue, {"queue": name}))
     return rows.queue_from_row(row, counts.get(name, rows.empty_counts()), _DECODERS)
 
 
 def _list_queues(db: Db) -> list[Queue]:
-    counts = rows.counts_by_queue(_fetchall(db, _q().count_tasks))
+    counts = rows.counts_by_queue(fetchall(db, _q().count_tasks))
     return [
         rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS)
-        for row in _fetchall(db, _q().list_queues)
+        for row in fetchall(db, _q().list_queues)
     ]
 
 
 def _put_queue(db: Db, name: str, config: QueueConfig, now_us: int) -> tuple[Queue, bool]:
-    created = _fetchone(db, _q().get_queue, {"name": name}) is None
-    _execute(db, _q().put_queue, _config_params(name, config, now_us))
+    created = fetchone(db, _q().get_queue, {"name": name}) is None
+    execute(db, _q().put_queue, _config_params(name, config, now_us))
     queue = _read_queue(db, name)
     assert queue is not None
     return queue, created
 
 
 def _update_queue(db: Db, name: str, change: QueueChange, now_us: int) -> Queue:
-    row = _fetchone(db, _q().get_queue_for_update, {"name": name})
+    row = fetchone(db, _q().get_queue_for_update, {"name": name})
     if row is None:
         raise QueueNotFound(name)
     config = change(rows.queue_config_from_row(row))
-    _execute(db, _q().update_queue, _config_params(name, config, now_us))
+    execute(db, _q().update_queue, _config_params(name, config, now_us))
     queue = _read_queue(db, name)
     assert queue is not None
     return queue
 
 
 def _delete_queue(db: Db, name: str) -> None:
-    if not _fetchall(db, _q().delete_queue, {"name": name}):
+    if not fetchall(db, _q().delete_queue, {"name": name}):
         raise QueueNotFound(name)
 
 
 def _purge_queue(db: Db, name: str) -> int:
-    if _fetchone(db, _q().get_queue, {"name": name}) is None:
+    if fetchone(db, _q().get_queue, {"name": name}) is None:
         raise QueueNotFound(name)
-    return _execute(db, _q().purge_queue, {"queue": name}).rowcount
+    return execute(db, _q().purge_queue, {"queue": name}).rowcount
 
 
 def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
@@ -429,18 +395,3 @@ def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
 
 def _config_params(name: str, config: QueueConfig, now_us: int) -> dict[str, Any]:
     return {**asdict(config), "name": name, "now": now_us}
-
-
-def _split_statements(script: str) -> list[str]:
-    """Split a migration into statements (sqlite3 runs one per execute)."""
-    statements, current = [], []
-    for line in script.splitlines():
-        current.append(line)
-        candidate = "\n".join(current).strip()
-        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
-            statements.append(candidate)
-            current = []
-    tail = "\n".join(current).strip()
-    if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
-        statements.append(tail)
-    return statements

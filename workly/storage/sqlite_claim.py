@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
 
 from workly.models import Claim, ClaimedTask
 from workly.storage import claim_rules, rows
 from workly.storage.claim_rules import Candidate
-from workly.storage.queries import Query, sqlite_queries
+from workly.storage.queries import sqlite_queries
+from workly.storage.sqlite_statements import fetchall
 
 _q = sqlite_queries  # loaded at the first call, then cached
 _SECOND_US = 1_000_000
@@ -47,7 +47,7 @@ def claim(
     lease_margin: float,
     decoders: rows.Decoders,
 ) -> Claim:
-    budgets = [_budget(queue, now_us, limit) for queue in _rows(db, _q().claim_tasks_open_queues)]
+    budgets = [_budget(queue, now_us, limit) for queue in fetchall(db, _q().claim_tasks_open_queues)]
     candidates: list[Candidate] = []
     served: dict[tuple[str, str], int] = {}
     for budget in budgets:
@@ -86,29 +86,26 @@ def _candidates(db: sqlite3.Connection, budget: _Budget, now_us: int) -> list[Ca
     queue, take = budget.name, budget.take
     due = {"queue": queue, "now": now_us}
     found = [
-        _candidate(row, queue, "p", "") for row in _rows(db, _q().claim_tasks_plain, {**due, "limit": take})
+        _candidate(row, queue, "p", "")
+        for row in fetchall(db, _q().claim_tasks_plain, {**due, "limit": take})
     ]
-    tenants = _rows(db, _q().claim_tasks_tenants, {"queue": queue})
+    tenants = fetchall(db, _q().claim_tasks_tenants, {"queue": queue})
     for tenant in tenants:
         if tenant["last_served"] is not None:
             budget.served[(queue, tenant["tenant"])] = tenant["last_served"]
         share = claim_rules.share(take, len(tenants))
-        got = _rows(db, _q().claim_tasks_by_tenant, {**due, "tenant": tenant["tenant"], "limit": share})
+        got = fetchall(db, _q().claim_tasks_by_tenant, {**due, "tenant": tenant["tenant"], "limit": share})
         found += _group(budget, [_candidate(row, queue, "t", tenant["tenant"]) for row in got], share)
-    keys = [row["key"] for row in _rows(db, _q().claim_tasks_keys, {"queue": queue})]
+    keys = [row["key"] for row in fetchall(db, _q().claim_tasks_keys, {"queue": queue})]
     for key in keys:
         if budget.ordering == "key":
-            head = _rows(db, _q().claim_tasks_key_head, {**due, "key": key})
+            head = fetchall(db, _q().claim_tasks_key_head, {**due, "key": key})
             found += [_candidate(row, queue, "k", key) for row in head]
         else:
             share = claim_rules.share(take, len(keys))
-            got = _rows(db, _q().claim_tasks_by_key, {**due, "key": key, "limit": share})
+            got = fetchall(db, _q().claim_tasks_by_key, {**due, "key": key, "limit": share})
             found += _group(budget, [_candidate(row, queue, "k", key) for row in got], share)
     return found
-
-
-def _rows(db: sqlite3.Connection, query: Query, params: dict[str, Any] | None = None) -> list[sqlite3.Row]:
-    return db.execute(query.sql, query.check(params or {})).fetchall()
 
 
 def _group(budget: _Budget, members: list[Candidate], share: int) -> list[Candidate]:
@@ -137,13 +134,13 @@ def _mark(
         "lease_margin": lease_margin,
         "seqs": json.dumps([c.seq for c in chosen]),
     }
-    by_seq = {row["seq"]: row for row in _rows(db, _q().claim_tasks, params)}
+    by_seq = {row["seq"]: row for row in fetchall(db, _q().claim_tasks, params)}
     return [rows.claimed_from_row(by_seq[c.seq], decoders, lease_token) for c in chosen]
 
 
 def _record_turns(db: sqlite3.Connection, chosen: list[Candidate], now_us: int) -> None:
     for queue, tenant in sorted({(c.queue, c.group) for c in chosen if c.kind == "t"}):
-        _rows(db, _q().claim_tasks_served, {"queue": queue, "tenant": tenant, "now": now_us})
+        fetchall(db, _q().claim_tasks_served, {"queue": queue, "tenant": tenant, "now": now_us})
 
 
 def _spend_tokens(
@@ -157,7 +154,7 @@ def _spend_tokens(
         left = b.tokens - spent[b.name]
         if spent[b.name]:
             at = now_us if b.rate_at is None else max(b.rate_at, now_us)  # never backwards
-            _rows(db, _q().claim_tasks_spend_tokens, {"queue": b.name, "tokens": left, "now": at})
+            fetchall(db, _q().claim_tasks_spend_tokens, {"queue": b.name, "tokens": left, "now": at})
         wait = claim_rules.rate_wait(b.rate_limit, left)
         if wait is not None and spent[b.name] < b.room:
             waits.append(wait)

@@ -16,7 +16,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from workly.errors import ConflictError, InvalidQueueConfig, NotFoundError, StorageUnavailable, TooLarge
+from workly.errors import (
+    ConflictError,
+    InvalidQueueConfig,
+    NotFoundError,
+    StorageConflict,
+    StorageUnavailable,
+    TooLarge,
+)
 from workly.media import is_json_type
 
 log = logging.getLogger("workly.api")
@@ -103,6 +110,8 @@ def _not_found(exc: Exception, where: str) -> ProblemResponse:
 
 
 def _conflict(exc: Exception, where: str) -> ProblemResponse:
+    if isinstance(exc, StorageConflict):  # the database's own words, for the operator only
+        log.warning("write conflict on %s: %s", where, exc.__cause__)
     return problem(409, str(exc), "conflict")
 
 

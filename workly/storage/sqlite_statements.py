@@ -1,0 +1,75 @@
+"""Running named statements on a sqlite3 connection, and the migrations.
+
+The functions every SQLite storage module runs on its connection thread: each binds a named
+query's parameters by name (queries.py checks them), so sqlite.py and sqlite_claim.py run
+statements the same way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from workly.storage.migrator import pending
+from workly.storage.queries import Query, sqlite_queries
+
+Db = sqlite3.Connection
+
+
+def execute(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Cursor:
+    return db.execute(query.sql, query.check(params or {}))
+
+
+def execute_many(db: Db, query: Query, rows_of_params: Sequence[Mapping[str, Any]]) -> None:
+    db.executemany(query.sql, [query.check(params) for params in rows_of_params])
+
+
+def fetchall(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> list[sqlite3.Row]:
+    return execute(db, query, params).fetchall()
+
+
+def fetchone(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = execute(db, query, params).fetchone()
+    return row
+
+
+def migrate(db: Db) -> list[int]:
+    """Apply the pending migrations (inside the caller's BEGIN IMMEDIATE); the versions applied."""
+    q = sqlite_queries()
+    execute(db, q.lock_migrations)
+    execute(db, q.create_schema_version)
+    applied = []
+    for migration in pending("sqlite", current_version(db)):
+        for statement in split_statements(migration.sql):  # none in a file of comments only
+            db.execute(statement)
+        execute(db, q.set_schema_version, {"version": migration.version})
+        applied.append(migration.version)
+    return applied
+
+
+def schema_version(db: Db) -> int:
+    execute(db, sqlite_queries().create_schema_version)
+    return current_version(db)
+
+
+def current_version(db: Db) -> int:
+    row = fetchone(db, sqlite_queries().get_schema_version)
+    assert row is not None
+    version: int = row["version"]
+    return version
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a migration into statements (sqlite3 runs one per execute)."""
+    statements, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        candidate = "\n".join(current).strip()
+        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
+            statements.append(candidate)
+            current = []
+    tail = "\n".join(current).strip()
+    if tail and not all(line.strip().startswith("--") or not line.strip() for line in current):
+        statements.append(tail)
+    return statements
