@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from workly.batching import CoalescedCall, GroupCommitter
+from workly.errors import StorageUnavailable
 
 
 class Recorder:
@@ -132,3 +133,25 @@ async def test_a_flush_failing_for_everyone_is_not_split() -> None:
     outcomes = await asyncio.gather(first, *rest, return_exceptions=True)
     assert all(isinstance(o, ConnectionRefusedError) for o in outcomes)
     assert calls == [[0], [1, 2, 3, 4, 5]]  # one attempt per shared flush, not one per item
+
+
+async def test_by_default_a_flush_is_split_unless_the_database_is_unavailable() -> None:
+    """The enqueuer's and the dispatcher's rule: one by one helps a bad item, not a database
+    that is down (every retry would fail again)."""
+    calls: list[list[int]] = []
+
+    def failing(error: Exception) -> Callable[[Sequence[int]], Awaitable[list[int]]]:
+        async def flush(items: Sequence[int]) -> list[int]:
+            calls.append(list(items))
+            raise error
+
+        return flush
+
+    for error, flushes in ((StorageUnavailable("down"), 1), (ValueError("bad item"), 1 + 4)):
+        calls.clear()
+        committer = GroupCommitter(failing(error), max_batch=10)
+        first = asyncio.create_task(committer.submit(0))
+        await asyncio.sleep(0)  # the first flush starts alone; the next four share one
+        rest = [asyncio.create_task(committer.submit(n)) for n in range(1, 5)]
+        await asyncio.gather(first, *rest, return_exceptions=True)
+        assert len(calls) == 1 + flushes, (error, calls)

@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from workly.errors import StorageUnavailable
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -22,10 +24,11 @@ class GroupCommitter(Generic[T, R]):
         self,
         flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
         max_batch: int,
-        split: Callable[[Exception], bool] = lambda exc: True,
+        split: Callable[[Exception], bool] = lambda exc: not isinstance(exc, StorageUnavailable),
     ) -> None:
-        """``split(exc)``: whether a failed shared flush is retried item by item (yes for a
-        bad item; no when the database is down, where every retry would fail again)."""
+        """``split(exc)``: whether a failed shared flush is retried item by item. By default
+        yes for a bad item, no when the database is unavailable, where every retry would
+        fail again (the enqueuer's and the dispatcher's rule)."""
         self._flush = flush
         self._max_batch = max_batch
         self._split = split

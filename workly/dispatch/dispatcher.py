@@ -20,7 +20,6 @@ from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge
-from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
 from workly.periodic import run_every
@@ -56,7 +55,6 @@ class Dispatcher:
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record,
             max_batch=result_batch_max,
-            split=lambda exc: not isinstance(exc, StorageUnavailable),
         )
         self._loop_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None

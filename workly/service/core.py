@@ -76,10 +76,6 @@ class Readiness:
     database_error: str | None  # None: the database answered
     dispatcher: str  # "ok", "down", "disabled" (an API-only process), "unknown" (no database)
 
-    @property
-    def ready(self) -> bool:
-        return self.database_error is None and self.dispatcher != "down"
-
 
 @dataclass
 class _Parts:
@@ -202,7 +198,7 @@ class Service:
     def now(self) -> datetime:
         return self.clock()
 
-    async def readiness(self, stall_seconds: float | None = None) -> Readiness:
+    async def readiness(self) -> Readiness:
         """The database answers (within 2 s) and, in a dispatching process, its loop ticks."""
         parts = self._started()
         try:
@@ -213,8 +209,8 @@ class Service:
             return Readiness(database_error=type(cause).__name__, dispatcher="unknown")
         if not self.settings.dispatch:
             return Readiness(None, "disabled")
-        stall = self.settings.ready_stall_seconds if stall_seconds is None else stall_seconds
-        return Readiness(None, "ok" if parts.dispatcher.alive(stall) else "down")
+        alive = parts.dispatcher.alive(self.settings.ready_stall_seconds)
+        return Readiness(None, "ok" if alive else "down")
 
     def _started(self) -> _Parts:
         if self._parts is None:
@@ -222,17 +218,9 @@ class Service:
         return self._parts
 
     @property
-    def storage(self) -> Storage:
-        """For tests and benchmarks that look beneath the service; adapters never use it."""
-        return self._started().storage
-
-    @property
     def dispatcher(self) -> Dispatcher:
+        """For tests that look beneath the service; adapters never use it."""
         return self._started().dispatcher
-
-    @property
-    def enqueuer(self) -> Enqueuer:
-        return self._started().enqueuer
 
     # --- tasks ----------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask]) -> list[Enqueued]:

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
-from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import Enqueued, NewTask
 from workly.storage.base import Storage
@@ -36,7 +35,6 @@ class Enqueuer:
         self._committer: GroupCommitter[Sequence[NewTask], list[Enqueued]] = GroupCommitter(
             self._flush,
             max_batch=max_requests_per_commit,
-            split=lambda exc: not isinstance(exc, StorageUnavailable),
         )
 
     @property

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
 from typing import Any, Literal, TypeVar
@@ -43,6 +43,11 @@ class Query:
     name: str
     sql: str  # as the driver takes it: "$n" placeholders (PostgreSQL) or ":name" (SQLite)
     params: tuple[str, ...]  # the parameter names, in "$n" order
+    # The same names as a set, made once: every call compares against it.
+    names: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", frozenset(self.params))
 
     def args(self, values: Mapping[str, Any]) -> list[Any]:
         """The values in placeholder order (PostgreSQL)."""
@@ -51,9 +56,9 @@ class Query:
 
     def check(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
         """``values`` itself, once its names are exactly the query's (SQLite binds by name)."""
-        if values.keys() != set(self.params):
-            missing = sorted(set(self.params) - values.keys())
-            unknown = sorted(values.keys() - set(self.params))
+        if values.keys() != self.names:
+            missing = sorted(self.names - values.keys())
+            unknown = sorted(values.keys() - self.names)
             raise QueryParameterError(f"query {self.name}: missing {missing}, unknown {unknown}")
         return values
 
