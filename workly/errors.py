@@ -4,9 +4,12 @@ WorklyError
 ├── ConfigError            bad or missing configuration; the CLI exits with code 2
 ├── NotFoundError          a task or queue that does not exist        → 404
 │   ├── TaskNotFound
-│   └── QueueNotFound
+│   ├── QueueNotFound
+│   ├── EndpointNotFound
+│   └── EventNotFound
 ├── ConflictError          the request does not fit the current state → 409
 │   ├── TaskStateConflict
+│   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 ├── TooLarge               an input over a configured size limit       → 413
@@ -45,6 +48,18 @@ class QueueNotFound(NotFoundError):
         self.queue = queue
 
 
+class EndpointNotFound(NotFoundError):
+    def __init__(self, endpoint_id: str) -> None:
+        super().__init__(f"endpoint {endpoint_id!r} does not exist")
+        self.endpoint_id = endpoint_id
+
+
+class EventNotFound(NotFoundError):
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id!r} does not exist")
+        self.event_id = event_id
+
+
 class ConflictError(WorklyError):
     """The operation is not allowed in the resource's current state."""
 
@@ -54,6 +69,15 @@ class TaskStateConflict(ConflictError):
         super().__init__(f"cannot {action} task {task_id!r}: it is {status}, only {allowed} tasks can be")
         self.task_id = task_id
         self.status = status
+
+
+class QueueOfEndpoint(ConflictError):
+    def __init__(self, queue: str) -> None:
+        super().__init__(
+            f"queue {queue!r} delivers endpoint {queue!r}'s events: change it through "
+            f"/v1/endpoints/{queue} (tasks cannot be enqueued to it directly)"
+        )
+        self.queue = queue
 
 
 class InvalidQueueConfig(WorklyError):

@@ -25,3 +25,8 @@ def new_task_id(now_ms: int | None = None) -> str:
     millis = int(time.time() * 1000) if now_ms is None else now_ms
     randomness = int.from_bytes(os.urandom(10), "big")
     return "task_" + _base32((millis << 80) | randomness, 26)
+
+
+def new_id(prefix: str, now_ms: int | None = None) -> str:
+    """``<prefix>_`` + a ULID, as task ids are made: ``ep``, ``evt``."""
+    return prefix + new_task_id(now_ms).removeprefix("task")

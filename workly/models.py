@@ -19,6 +19,9 @@ TaskStatus = Literal["ready", "running", "succeeded", "failed", "canceled"]
 TASK_STATUSES: tuple[TaskStatus, ...] = ("ready", "running", "succeeded", "failed", "canceled")
 Ordering = Literal["none", "key"]
 Outcome = Literal["succeeded", "retry", "failed"]
+# What an attempt says about its receiver, for the circuit breaker (workly/breaker.py):
+# "ok" (it answered), "fail" (a sign of trouble), "gone" (an endpoint answered 410).
+BreakerEffect = Literal["ok", "fail", "gone"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,9 @@ class NewTask:
     idempotency_key: str | None = None
     max_attempts: int | None = None
     timeout: float | None = None
+    event_id: str | None = None  # a delivery of this event (its webhook-id)
+    endpoint_id: str | None = None  # … to this endpoint
+    breaker: str | None = None  # the breaker it counts for: its endpoint id, else its origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,8 @@ class Task:
     last_error: str | None
     created_at: datetime
     updated_at: datetime
+    event_id: str | None = None
+    endpoint_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,9 @@ class ClaimedTask:
     lease_token: str
     signing_secret: str | None = None  # the queue's own, if it has one
     due_at: datetime | None = None  # the run_at it was claimed at (for the latency metric)
+    event_id: str | None = None  # an event's delivery: the webhook-id is the event's
+    endpoint_id: str | None = None
+    breaker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +156,17 @@ class AttemptResult:
     response: bytes
     outcome: Outcome
     next_run_at: datetime | None = None  # required when outcome == "retry"
+    breaker: str | None = None  # the task's breaker key
+    effect: BreakerEffect | None = None  # what the attempt says about that breaker
+    endpoint_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RecordSummary:
     accepted: int
     stale: int  # results refused because their lease was no longer current
+    released: int = 0  # held tasks freed because their breaker closed
+    disabled: tuple[tuple[str, str], ...] = ()  # (endpoint id, reason) disabled by these results
 
 
 @dataclass(frozen=True, slots=True)

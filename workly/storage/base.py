@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from workly.breaker import BreakerRules
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -27,6 +28,10 @@ from workly.models import (
     Task,
     TaskStatus,
 )
+from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
+
+# A change to an endpoint, applied to the stored spec inside the writing transaction.
+EndpointChange = Callable[[EndpointSpec], EndpointSpec]
 
 
 class Storage(Protocol):
@@ -107,11 +112,19 @@ class Storage(Protocol):
         incremented and a lease until now + timeout + lease_margin under ``lease_token``.
         """
 
-    async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
+    async def record_results(
+        self, results: Sequence[AttemptResult], now: datetime, rules: BreakerRules = BreakerRules()
+    ) -> RecordSummary:
         """Record attempt outcomes in one transaction.
 
         A result whose lease token no longer matches a running task is refused (stale):
         its attempt is still kept, marked stale, and the task is left as it is.
+
+        Each accepted result's ``effect`` moves its breaker (workly/breaker.py, ``rules``):
+        a breaker that opens holds its receiver's ready tasks (and any enqueued while it is
+        open) without spending attempts; one that closes frees them (``released``). An
+        endpoint that answered 410, or has failed without a success for
+        ``rules.disable_after``, is disabled (``disabled``).
         """
 
     async def extend_leases(
@@ -132,6 +145,11 @@ class Storage(Protocol):
         """Return running tasks whose lease expired before ``now`` to ready (due now), or
         fail them when that attempt was their last; record each as an attempt ending in
         "lease expired". Safe to run in several processes at once. Returns how many."""
+
+    async def release_probes(self, now: datetime) -> int:
+        """For each open breaker whose cool-down is over and that has no probe out, make one
+        held task (the first by priority, then due time) due now as its probe. Safe in
+        several processes at once. Returns how many were released."""
 
     # --- queues ------------------------------------------------------------------
     async def get_queue(self, name: str) -> Queue | None: ...
@@ -154,3 +172,45 @@ class Storage(Protocol):
 
     async def purge_queue(self, name: str) -> int:
         """Delete a queue's ready tasks; return how many. Raises QueueNotFound."""
+
+    # --- endpoints (workly/webhooks.py) ---------------------------------------------
+    async def create_endpoint(self, endpoint_id: str, spec: EndpointSpec, now: datetime) -> Endpoint:
+        """Store an endpoint with its queue (named ``endpoint_id``), enabled and healthy."""
+
+    async def get_endpoint(self, endpoint_id: str) -> Endpoint | None: ...
+
+    async def list_endpoints(
+        self, tenant: str | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Endpoint], int | None]:
+        """Newest first; only ``tenant``'s when given; the int continues the list."""
+
+    async def update_endpoint(self, endpoint_id: str, change: EndpointChange, now: datetime) -> Endpoint:
+        """Replace the spec with ``change(stored spec)`` atomically; a new URL also applies to
+        its ready deliveries. Raises EndpointNotFound, or what ``change`` raises."""
+
+    async def delete_endpoint(self, endpoint_id: str) -> None:
+        """Delete the endpoint, its queue and its tasks. Raises EndpointNotFound."""
+
+    async def set_endpoint_enabled(
+        self, endpoint_id: str, enabled: bool, reason: str | None, now: datetime
+    ) -> tuple[Endpoint, bool]:
+        """Enable (its breaker reset, its held tasks freed) or disable (its pending tasks
+        held, ``reason`` kept). The bool: whether it changed. Raises EndpointNotFound."""
+
+    async def recover_endpoint(self, endpoint_id: str, since: datetime, now: datetime) -> int:
+        """Its tasks that failed at or after ``since`` become ready, due now, with a fresh
+        attempt budget; how many. Raises EndpointNotFound."""
+
+    # --- events ------------------------------------------------------------------
+    async def publish(self, event: NewEvent, now: datetime, new_task_id: Callable[[], str]) -> Published:
+        """Store the event and one delivery task (ids from ``new_task_id``) per enabled
+        endpoint of its tenant whose event_types match, in one transaction. An event whose
+        idempotency key (per tenant) is taken stores nothing: the original comes back with
+        ``created=False``."""
+
+    async def get_event(self, event_id: str) -> Event | None: ...
+
+    async def list_events(
+        self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Event], int | None]:
+        """Newest first, filtered by type and tenant when given."""

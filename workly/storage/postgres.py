@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
+from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.database_url import split_pool_size
 from workly.errors import QueueNotFound, TaskNotFound
 from workly.models import (
@@ -30,28 +29,23 @@ from workly.models import (
     Task,
     TaskStatus,
 )
-from workly.storage import rows
+from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
+from workly.storage.postgres_statements import DECODERS as _DECODERS
+from workly.storage.postgres_statements import MAX_SEQ as _MAX_SEQ
+from workly.storage.postgres_statements import Connection
+from workly.storage.postgres_statements import config_params as _config_params
+from workly.storage.postgres_statements import execute as _execute
+from workly.storage.postgres_statements import fetch as _fetch
+from workly.storage.postgres_statements import fetchrow as _fetchrow
+from workly.storage.postgres_statements import fetchval as _fetchval
 from workly.storage.postgres_wakeups import PostgresWakeups
+from workly.storage.postgres_webhooks import PostgresWebhooks
 from workly.storage.queries import Query, postgres_queries
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
-_MAX_SEQ = 2**63 - 1
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
-Connection = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
-
-
-def _as_datetime(value: Any) -> datetime:
-    assert isinstance(value, datetime)
-    return value
-
-
-def _as_headers(value: Any) -> dict[str, str]:
-    return dict(json.loads(value) if isinstance(value, str) else value)
-
-
-_DECODERS = rows.Decoders(time=_as_datetime, headers=_as_headers)
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -67,26 +61,8 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-# The statements, run by name with their parameters by name.
-# (``max_seconds`` overrides the statement timeout; no query has a parameter of that name.)
-async def _fetch(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> list[Any]:
-    return await db.fetch(query.sql, *query.args(params), timeout=max_seconds)
-
-
-async def _fetchrow(db: Connection, query: Query, **params: Any) -> Any:
-    return await db.fetchrow(query.sql, *query.args(params))
-
-
-async def _fetchval(db: Connection, query: Query, **params: Any) -> Any:
-    return await db.fetchval(query.sql, *query.args(params))
-
-
-async def _execute(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> None:
-    await db.execute(query.sql, *query.args(params), timeout=max_seconds)
-
-
 @raises_workly_errors(interpret_postgres_error)
-class PostgresStorage:
+class PostgresStorage(PostgresWebhooks):
     dialect = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
@@ -243,10 +219,16 @@ class PostgresStorage:
             more=hint["more"],
         )
 
-    async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
+    async def record_results(
+        self, results: Sequence[AttemptResult], now: datetime, rules: BreakerRules = BreakerRules()
+    ) -> RecordSummary:
         if not results:
             return RecordSummary(accepted=0, stale=0)
-        stale_flags = await _fetch(
+        # The batch's last word per breaker (stale results too: the receiver did answer, or
+        # fail). A receiver that answered is closed by the results statement itself;
+        # failures go through the breaker rules right after it.
+        plan = breakers.plan(results)
+        recorded = await _fetch(
             self._pool,
             self._q.record_results,
             now=now,
@@ -260,10 +242,18 @@ class PostgresStorage:
             responses=[r.response for r in results],
             outcomes=[r.outcome for r in results],
             next_run_ats=[r.next_run_at for r in results],
+            ok_keys=plan.ok_keys,
         )
         # Attempts of deleted tasks are not kept, so count what was accepted.
-        accepted = sum(1 for row in stale_flags if not row["stale"])
-        return RecordSummary(accepted=accepted, stale=len(results) - accepted)
+        accepted = sum(1 for row in recorded if not row["stale"])
+        released = recorded[0]["released"] if recorded else 0
+        disabled: list[tuple[str, str]] = []
+        if plan.failing:
+            released_more, disabled = await self._apply_failures(plan.failing, now, rules)
+            released += released_more
+        return RecordSummary(
+            accepted=accepted, stale=len(results) - accepted, released=released, disabled=tuple(disabled)
+        )
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
@@ -367,8 +357,8 @@ def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
         "idempotency_keys": [t.idempotency_key for t in tasks],
         "max_attempts": [t.max_attempts for t in tasks],
         "timeouts": [t.timeout for t in tasks],
+        "event_ids": [t.event_id for t in tasks],
+        "endpoint_ids": [t.endpoint_id for t in tasks],
+        "breakers": [t.breaker for t in tasks],
+        "held_until": HELD_UNTIL,
     }
-
-
-def _config_params(name: str, config: QueueConfig, now: datetime) -> dict[str, Any]:
-    return {**asdict(config), "name": name, "now": now}

@@ -1,5 +1,5 @@
-"""Named SQL blocks, one file per dialect (``sql/<dialect>.sql``), loaded once, looked up
-by typed names and bound by parameter name.
+"""Named SQL blocks, per dialect (``sql/<dialect>.sql``, and ``sql/<dialect>_webhooks.sql``
+for the webhook platform), loaded once, looked up by typed names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
 Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
@@ -96,6 +96,33 @@ class CommonQueries:
     reap_expired: Query
     extend_leases: Query
     prune_succeeded: Query
+    # The webhook platform (sql/<dialect>_webhooks.sql).
+    insert_endpoint: Query
+    get_endpoint: Query
+    lock_endpoint: Query
+    list_endpoints: Query
+    list_endpoints_by_tenant: Query
+    update_endpoint: Query
+    update_endpoint_task_urls: Query
+    set_endpoint_enabled: Query
+    set_queue_paused: Query
+    publish_targets: Query
+    publish_event: Query
+    get_event: Query
+    get_event_by_idempotency_key: Query
+    event_deliveries: Query
+    list_events: Query
+    recover_endpoint: Query
+    insert_breakers: Query
+    lock_breakers: Query
+    save_breaker: Query
+    reset_breaker: Query
+    delete_breaker: Query
+    hold_endpoint_tasks: Query
+    hold_origin_tasks: Query
+    release_held_tasks: Query
+    due_probes: Query
+    release_probe: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +160,14 @@ class SqliteQueries(CommonQueries):
     claim_tasks_served: Query
     record_results_attempts: Query
     reap_expired_attempts: Query
+    publish_event_deliveries: Query
+    release_probe_free: Query
+    release_probe_set: Query
 
 
 Q = TypeVar("Q", bound=CommonQueries)
+# Each dialect's queries come in files by concern: sql/<dialect><part>.sql.
+_PARTS = ("", "_webhooks")
 
 
 def parse_blocks(text: str) -> dict[str, str]:
@@ -173,8 +205,13 @@ def compile_query(name: str, text: str, dialect: Dialect) -> Query:
 
 
 def _load(kind: type[Q], dialect: Dialect) -> Q:
-    text = resources.files("workly.storage").joinpath("sql", f"{dialect}.sql").read_text("utf-8")
-    blocks = parse_blocks(text)
+    folder = resources.files("workly.storage").joinpath("sql")
+    blocks: dict[str, str] = {}
+    for part in _PARTS:
+        for name, sql in parse_blocks(folder.joinpath(f"{dialect}{part}.sql").read_text("utf-8")).items():
+            if name in blocks:
+                raise ValueError(f"query {name!r} is defined twice")
+            blocks[name] = sql
     wanted = {f.name for f in fields(kind)}
     if blocks.keys() != wanted:
         missing, unknown = sorted(wanted - blocks.keys()), sorted(blocks.keys() - wanted)

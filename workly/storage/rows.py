@@ -46,6 +46,8 @@ def task_from_row(row: Row, dec: Decoders) -> Task:
         last_error=row["last_error"],
         created_at=dec.time(row["created_at"]),
         updated_at=dec.time(row["updated_at"]),
+        event_id=row["event_id"],
+        endpoint_id=row["endpoint_id"],
     )
 
 
@@ -66,6 +68,9 @@ def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
         lease_token=lease_token,
         signing_secret=row["signing_secret"],
         due_at=dec.time(row["run_at"]),
+        event_id=row["event_id"],
+        endpoint_id=row["endpoint_id"],
+        breaker=row["breaker"],
     )
 
 

@@ -11,9 +11,10 @@ import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from workly.breaker import BreakerRules
 from workly.database_url import sqlite_path
 from workly.errors import ConfigError, QueueNotFound, TaskNotFound
 from workly.models import (
@@ -29,46 +30,32 @@ from workly.models import (
     Task,
     TaskStatus,
 )
-from workly.storage import rows, sqlite_claim
+from workly.storage import breakers, rows, sqlite_claim
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import Query, sqlite_queries
 from workly.storage.sqlite_statements import (
+    DECODERS,
     execute,
     execute_many,
     fetchall,
     fetchone,
     migrate,
     schema_version,
+    to_us,
 )
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
+from workly.storage.sqlite_webhooks import HELD_US, SqliteWebhooks, apply_breakers
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 Db = sqlite3.Connection
 _MAX_SEQ = 2**63 - 1
 _MIN_SQLITE = (3, 38, 0)  # ->> operator, RETURNING, UPDATE … FROM
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _q = sqlite_queries  # loaded at the first call, then cached
-
-
-def to_us(value: datetime) -> int:
-    """Integer arithmetic: a float would lose microseconds far from 1970."""
-    return (value - _EPOCH) // _MICROSECOND
-
-
-def from_us(value: Any) -> datetime:
-    return _EPOCH + timedelta(microseconds=int(value))
-
-
-def _as_headers(value: Any) -> dict[str, str]:
-    return dict(json.loads(value))
-
-
-_DECODERS = rows.Decoders(time=from_us, headers=_as_headers)
+_DECODERS = DECODERS
 
 
 @raises_workly_errors(interpret_sqlite_error)
-class SqliteStorage:
+class SqliteStorage(SqliteWebhooks):
     """``synchronous`` applies to every write the API acknowledges (enqueue, queue and task
     changes): FULL (the default) means a 201 survives a power loss. The dispatcher's own
     bookkeeping (claims, attempt results) always commits with NORMAL: it survives a
@@ -154,10 +141,12 @@ class SqliteStorage:
             self._bookkeeping, sqlite_claim.claim, limit, to_us(now), lease_token, lease_margin, _DECODERS
         )
 
-    async def record_results(self, results: Sequence[AttemptResult], now: datetime) -> RecordSummary:
+    async def record_results(
+        self, results: Sequence[AttemptResult], now: datetime, rules: BreakerRules = BreakerRules()
+    ) -> RecordSummary:
         if not results:
             return RecordSummary(accepted=0, stale=0)
-        return await self._writer.transaction(self._bookkeeping, _record, results, to_us(now))
+        return await self._writer.transaction(self._bookkeeping, _record, results, to_us(now), rules)
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
@@ -280,7 +269,7 @@ def _transition(db: Db, query: Query, task_id: str, now_us: int, action: str) ->
     return check_transition(task_id, _get_task(db, task_id), bool(changed), action)
 
 
-def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSummary:
+def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: BreakerRules) -> RecordSummary:
     payload = json.dumps(
         [
             {
@@ -313,7 +302,10 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int) -> RecordSumm
         ],
     )
     stale = sum(1 for r in results if r.task_seq not in accepted)
-    return RecordSummary(accepted=len(results) - stale, stale=stale)
+    released, disabled = apply_breakers(db, breakers.plan(results), now_us, rules)
+    return RecordSummary(
+        accepted=len(results) - stale, stale=stale, released=released, disabled=tuple(disabled)
+    )
 
 
 def _count_rows(db: Db, query: Query, params: Mapping[str, Any]) -> int:
@@ -390,6 +382,10 @@ def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
         "max_attempts": task.max_attempts,
         "timeout": task.timeout,
         "now": now_us,
+        "event_id": task.event_id,
+        "endpoint_id": task.endpoint_id,
+        "breaker": task.breaker,
+        "held_until": HELD_US,
     }
 
 

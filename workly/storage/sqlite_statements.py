@@ -7,14 +7,36 @@ statements the same way.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from workly.storage import rows
 from workly.storage.migrator import pending
 from workly.storage.queries import Query, sqlite_queries
 
 Db = sqlite3.Connection
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_us(value: datetime) -> int:
+    """Times are integer microseconds since the epoch. Integer arithmetic: a float would
+    lose microseconds far from 1970."""
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def from_us(value: Any) -> datetime:
+    return _EPOCH + timedelta(microseconds=int(value))
+
+
+def _as_headers(value: Any) -> dict[str, str]:
+    return dict(json.loads(value))
+
+
+DECODERS = rows.Decoders(time=from_us, headers=_as_headers)
 
 
 def execute(db: Db, query: Query, params: Mapping[str, Any] | None = None) -> sqlite3.Cursor:

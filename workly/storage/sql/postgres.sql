@@ -8,7 +8,8 @@
 -- tasks in input order (the FIFO order), and return them as task_view shows them.
 -- Rows whose idempotency key or id is taken are skipped (ON CONFLICT) and not returned;
 -- the caller then reads the existing ones. A queue created by this statement is read from
--- new_queues: the statement's snapshot cannot see it in queues.
+-- new_queues: the statement's snapshot cannot see it in queues. A task whose breaker is
+-- open is held (run_at :held_until, held_run_at its own) until the breaker closes.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
     SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
@@ -17,14 +18,19 @@ WITH new_queues AS (
 ),
 inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
-                       idempotency_key, max_attempts, timeout, created_at, updated_at)
-    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body, coalesce(r.run_at, :now),
-           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now
+                       idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
+                       endpoint_id, breaker, held_run_at)
+    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body,
+           CASE WHEN b.key IS NULL THEN coalesce(r.run_at, :now) ELSE :held_until END,
+           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now,
+           r.event_id, r.endpoint_id, r.breaker,
+           CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END
     FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
                 :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
-                :timeouts::float8[])
+                :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[])
          WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
-                              idempotency_key, max_attempts, timeout, ord)
+                              idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker, ord)
+    LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
     ORDER BY r.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
     -- try of this same request (its commit went through, its answer did not).
@@ -33,11 +39,12 @@ inserted AS (
 )
 -- The same columns as task_view. Both joins miss only a queue that another transaction
 -- created concurrently; the caller re-reads such rows.
-SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body, i.run_at, i.priority,
+SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body,
+       coalesce(i.held_run_at, i.run_at) AS run_at, i.priority,
        i.key, i.tenant, i.idempotency_key, i.attempts,
        coalesce(i.max_attempts, q.max_attempts, n.max_attempts) AS max_attempts,
        coalesce(i.timeout, q.timeout, n.timeout) AS timeout,
-       i.last_status_code, i.last_error, i.created_at, i.updated_at
+       i.last_status_code, i.last_error, i.created_at, i.updated_at, i.event_id, i.endpoint_id
 FROM inserted i
 LEFT JOIN queues q ON q.name = i.queue
 LEFT JOIN new_queues n ON n.name = i.queue;
@@ -81,12 +88,13 @@ WHERE t.id = :id
 ORDER BY a.id;
 
 -- name: cancel_task
-UPDATE tasks SET status = 'canceled', updated_at = :now
+UPDATE tasks SET status = 'canceled', run_at = coalesce(held_run_at, run_at), held_run_at = NULL,
+                 updated_at = :now
 WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
-UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, updated_at = :now
+UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
 WHERE id = :id AND status IN ('failed', 'canceled')
 RETURNING seq;
 
@@ -99,7 +107,9 @@ RETURNING seq;
 -- 1. Lock every unpaused queue that may have room, in name order. The limits live in
 --    these rows, so a second process's claim waits here and then reads what this one
 --    wrote (FOR UPDATE returns the newest row version). NO KEY UPDATE: the foreign key
---    checks of concurrent enqueues do not wait for it.
+--    checks of concurrent enqueues do not wait for it. An endpoint's queue is skipped
+--    while its breaker is open with no probe out (its tasks are all held), and runs one
+--    delivery at a time while it is failing (workly/breaker.py).
 -- 2. Fold the releases that results and the reaper appended since the last claim.
 -- 3. Each queue's take: its free concurrency, its whole rate tokens, the batch size.
 -- 4. Candidates, each locked with SKIP LOCKED, from three disjoint indexes: plain tasks;
@@ -113,10 +123,15 @@ RETURNING seq;
 -- 6. Claim them, write the queues' new counts and tokens and the tenants' turns.
 -- One more row, with no task (seq is null), says when to claim again (see the end).
 WITH locked AS (
-    SELECT q.name, q.max_concurrency, q.running, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering
+    SELECT q.name, q.running, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering,
+           CASE WHEN k.consecutive_failures > 0 THEN least(q.max_concurrency, 1)
+                ELSE q.max_concurrency END AS max_concurrency
     FROM queues q
+    LEFT JOIN breakers k ON k.key = q.name
     WHERE NOT q.paused
-      AND (q.running < q.max_concurrency
+      AND (k.position IS DISTINCT FROM 'open' OR k.probe_seq IS NOT NULL)
+      AND (q.running < CASE WHEN k.consecutive_failures > 0 THEN least(q.max_concurrency, 1)
+                            ELSE q.max_concurrency END
            OR EXISTS (SELECT 1 FROM queue_releases r WHERE r.queue = q.name))
     ORDER BY q.name
     FOR NO KEY UPDATE OF q
@@ -299,7 +314,7 @@ claimed AS (
     RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
               coalesce(t.max_attempts, q.max_attempts) AS max_attempts,
               coalesce(t.timeout, q.timeout) AS timeout, q.min_backoff, q.max_backoff,
-              q.signing_secret, t.priority, t.run_at
+              q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker
 ),
 share_filled AS (
     -- Tenants and keys (of ordering=none queues) that gave their whole share: they may
@@ -340,6 +355,7 @@ UNION ALL
 -- The row without a task (seq is null): the wait (s) until a rate-limited queue with room
 -- has its next token, and whether a queue may have more due than it gave (see share_filled).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL,
        (SELECT min(claim_rate_wait(p.rate_limit, p.tokens - p.n)) FROM per_queue p
         WHERE p.rate_limit IS NOT NULL AND p.running + p.n < p.max_concurrency),
        coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false);
@@ -347,7 +363,10 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 -- name: record_results
 -- One statement per batch: update the tasks whose lease is still ours, release their
 -- queues' concurrency (folded in by the next claim), then keep every attempt, marking
--- those whose lease was lost as stale (the fence).
+-- those whose lease was lost as stale (the fence). :ok_keys are breakers whose receiver
+-- answered (the batch's last word on them): each closes, and frees the tasks it held.
+-- The row is written only when that changes something, or to move last_success_at on
+-- (at most once a second), so a healthy receiver's successes write no breaker row.
 WITH r AS (
     SELECT *
     FROM unnest(:task_seqs::bigint[], :lease_tokens::text[], :attempts::int[], :started_ats::timestamptz[], :finished_ats::timestamptz[],
@@ -371,13 +390,37 @@ updated AS (
 released AS (
     INSERT INTO queue_releases (queue, n)
     SELECT queue, count(*) FROM updated GROUP BY queue
+),
+closing AS (
+    SELECT b.key, b.position AS was
+    FROM breakers b
+    WHERE b.key = ANY(:ok_keys::text[])
+      AND (b.position = 'open' OR b.consecutive_failures > 0 OR b.last_success_at IS NULL
+           OR b.last_success_at < :now::timestamptz - interval '1 second')
+    ORDER BY b.key
+    FOR UPDATE
+),
+closed AS (
+    UPDATE breakers b
+    SET position = 'closed', consecutive_failures = 0, failing_since = NULL, probe_at = NULL,
+        probe_seq = NULL, cooldown = NULL, last_success_at = :now
+    FROM closing c
+    WHERE b.key = c.key
+    RETURNING b.key, c.was
+),
+unheld AS (
+    UPDATE tasks t
+    SET run_at = t.held_run_at, held_run_at = NULL
+    FROM closed c
+    WHERE c.was = 'open' AND t.breaker = c.key AND t.held_run_at IS NOT NULL
+    RETURNING t.seq
 )
 INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
 SELECT r.task_seq, r.attempt, r.started_at, r.finished_at, r.status_code, r.error, r.response,
        NOT EXISTS (SELECT 1 FROM updated u WHERE u.seq = r.task_seq)
 FROM r
 WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
-RETURNING stale;
+RETURNING task_seq, stale, (SELECT count(*) FROM unheld)::int AS released;
 
 -- name: get_queue
 SELECT * FROM queues WHERE name = :name;

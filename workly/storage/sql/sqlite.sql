@@ -9,11 +9,16 @@ INSERT INTO queues (name, created_at, updated_at) VALUES (:queue, :now, :now)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: enqueue_tasks_insert
--- Run with executemany inside one transaction: in-process, so no round trip per row.
+-- Run with executemany inside one transaction: in-process, so no round trip per row. A
+-- task whose breaker is open is held (see the PostgreSQL query).
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
-                   idempotency_key, max_attempts, timeout, created_at, updated_at)
-VALUES (:id, :queue, 'ready', :url, :method, :headers, :body, coalesce(:run_at, :now), :priority,
-        :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now);
+                   idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
+                   endpoint_id, breaker, held_run_at)
+SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
+       CASE WHEN h.open THEN :held_until ELSE coalesce(:run_at, :now) END, :priority,
+       :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now, :event_id,
+       :endpoint_id, :breaker, CASE WHEN h.open THEN coalesce(:run_at, :now) END
+FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
 -- name: get_tasks_by_ids
 -- Also how an enqueue reads back what executemany inserted (it returns no rows).
@@ -59,12 +64,13 @@ WHERE t.id = :id
 ORDER BY a.id;
 
 -- name: cancel_task
-UPDATE tasks SET status = 'canceled', updated_at = :now
+UPDATE tasks SET status = 'canceled', run_at = coalesce(held_run_at, run_at), held_run_at = NULL,
+                 updated_at = :now
 WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
-UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, updated_at = :now
+UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
 WHERE id = :id AND status IN ('failed', 'canceled')
 RETURNING seq;
 
@@ -75,11 +81,16 @@ RETURNING seq;
 -- extra statements cost no round trips, and every scan is bounded by the batch size or
 -- the number of tenants and keys with ready work, never by the backlog.
 -- One writer: counting running tasks here is exact, no counter is needed.
-SELECT q.name, q.max_concurrency, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering,
+-- An endpoint's queue is skipped while its breaker is open with no probe out, and runs one
+-- delivery at a time while it is failing (as in the PostgreSQL claim).
+SELECT q.name, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering,
+       CASE WHEN k.consecutive_failures > 0 THEN min(q.max_concurrency, 1)
+            ELSE q.max_concurrency END AS max_concurrency,
        (SELECT count(*) FROM tasks t INDEXED BY tasks_running
         WHERE t.queue = q.name AND t.status = 'running') AS running
 FROM queues q
-WHERE q.paused = 0
+LEFT JOIN breakers k ON k.key = q.name
+WHERE q.paused = 0 AND (k.position IS NOT 'open' OR k.probe_seq IS NOT NULL)
 ORDER BY q.name;
 
 -- name: claim_tasks_plain
@@ -168,7 +179,7 @@ RETURNING seq, id, queue, url, method, headers, body, attempts AS attempt,
           (SELECT q.min_backoff FROM queues q WHERE q.name = tasks.queue) AS min_backoff,
           (SELECT q.max_backoff FROM queues q WHERE q.name = tasks.queue) AS max_backoff,
           (SELECT q.signing_secret FROM queues q WHERE q.name = tasks.queue) AS signing_secret,
-          priority, run_at;
+          priority, run_at, event_id, endpoint_id, breaker;
 
 -- name: record_results
 -- The fence: only tasks still running under the result's lease token are updated.

@@ -1,0 +1,53 @@
+"""How the PostgreSQL backend runs its named queries, shared by its modules (postgres.py,
+postgres_webhooks.py): by name, with parameters by name (queries.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from workly.models import QueueConfig
+from workly.storage import rows
+from workly.storage.queries import Query
+
+MAX_SEQ = 2**63 - 1
+Connection = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
+
+
+def _as_datetime(value: Any) -> datetime:
+    assert isinstance(value, datetime)
+    return value
+
+
+def _as_headers(value: Any) -> dict[str, str]:
+    return dict(json.loads(value) if isinstance(value, str) else value)
+
+
+DECODERS = rows.Decoders(time=_as_datetime, headers=_as_headers)
+
+
+# The statements, run by name with their parameters by name.
+# (``max_seconds`` overrides the statement timeout; no query has a parameter of that name.)
+async def fetch(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> list[Any]:
+    return await db.fetch(query.sql, *query.args(params), timeout=max_seconds)
+
+
+async def fetchrow(db: Connection, query: Query, **params: Any) -> Any:
+    return await db.fetchrow(query.sql, *query.args(params))
+
+
+async def fetchval(db: Connection, query: Query, **params: Any) -> Any:
+    return await db.fetchval(query.sql, *query.args(params))
+
+
+async def execute(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> None:
+    await db.execute(query.sql, *query.args(params), timeout=max_seconds)
+
+
+def config_params(name: str, config: QueueConfig, now: datetime) -> dict[str, Any]:
+    return {**asdict(config), "name": name, "now": now}

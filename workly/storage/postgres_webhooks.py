@@ -1,0 +1,242 @@
+"""PostgreSQL's part of the webhook platform: endpoints, events, breakers.
+
+A mixin of PostgresStorage (it uses its pool and queries); the queries are in
+sql/postgres_webhooks.sql. Rules shared with SQLite are in breakers.py and
+webhook_rows.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from workly.breaker import HELD_UNTIL, BreakerRules
+from workly.errors import EndpointNotFound
+from workly.models import AttemptResult
+from workly.storage import breakers, rows, webhook_rows
+from workly.storage.base import EndpointChange
+from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
+from workly.storage.postgres_statements import (
+    DECODERS,
+    MAX_SEQ,
+    Connection,
+    config_params,
+    execute,
+    fetch,
+    fetchrow,
+)
+from workly.storage.queries import PostgresQueries
+from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, matches
+
+
+def _types(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+@raises_workly_errors(interpret_postgres_error)
+class PostgresWebhooks:
+    _pool: asyncpg.Pool
+    _q: PostgresQueries
+
+    # --- endpoints -----------------------------------------------------------------
+    async def create_endpoint(self, endpoint_id: str, spec: EndpointSpec, now: datetime) -> Endpoint:
+        q = self._q
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                # A queue of that name may exist only if it is this endpoint's: ids are new.
+                await execute(conn, q.put_queue, **config_params(endpoint_id, spec.delivery, now))
+                await execute(conn, q.insert_endpoint, **_endpoint_params(endpoint_id, spec, now))
+                await execute(conn, q.insert_breakers, keys=[endpoint_id])
+            return await self._read_endpoint(conn, endpoint_id)
+
+    async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
+        async with self._pool.acquire() as conn:
+            row = await fetchrow(conn, self._q.get_endpoint, id=endpoint_id)
+            return None if row is None else await self._endpoint(conn, row)
+
+    async def list_endpoints(
+        self, tenant: str | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Endpoint], int | None]:
+        page = {"before": MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
+        async with self._pool.acquire() as conn:
+            if tenant is None:
+                found = await fetch(conn, self._q.list_endpoints, **page)
+            else:
+                found = await fetch(conn, self._q.list_endpoints_by_tenant, tenant=tenant, **page)
+            queues = {
+                row["name"]: rows.queue_config_from_row(row) for row in await fetch(conn, self._q.list_queues)
+            }
+        endpoints = [
+            webhook_rows.endpoint_from_row(row, queues[row["id"]], DECODERS, _types) for row in found[:limit]
+        ]
+        return endpoints, (found[limit - 1]["seq"] if len(found) > limit else None)
+
+    async def update_endpoint(self, endpoint_id: str, change: EndpointChange, now: datetime) -> Endpoint:
+        q = self._q
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                if await fetchrow(conn, q.lock_endpoint, id=endpoint_id) is None:
+                    raise EndpointNotFound(endpoint_id)
+                queue = await fetchrow(conn, q.get_queue_for_update, name=endpoint_id)
+                current = await self._endpoint(conn, await fetchrow(conn, q.get_endpoint, id=endpoint_id))
+                spec = change(current.spec)
+                await execute(conn, q.update_endpoint, **_endpoint_params(endpoint_id, spec, now))
+                delivery = config_params(endpoint_id, spec.delivery, now)
+                delivery["paused"] = queue["paused"]
+                await execute(conn, q.update_queue, **delivery)
+                if spec.url != current.spec.url:
+                    await execute(conn, q.update_endpoint_task_urls, id=endpoint_id, url=spec.url)
+            return await self._read_endpoint(conn, endpoint_id)
+
+    async def delete_endpoint(self, endpoint_id: str) -> None:
+        q = self._q
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await fetchrow(conn, q.lock_endpoint, id=endpoint_id) is None:
+                raise EndpointNotFound(endpoint_id)
+            await execute(conn, q.delete_queue, name=endpoint_id)  # the endpoint and tasks cascade
+            await execute(conn, q.delete_queue_releases, queue=endpoint_id)
+            await execute(conn, q.delete_breaker, key=endpoint_id)
+
+    async def set_endpoint_enabled(
+        self, endpoint_id: str, enabled: bool, reason: str | None, now: datetime
+    ) -> tuple[Endpoint, bool]:
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                changed = await self._set_enabled(conn, endpoint_id, enabled, reason, now)
+            return await self._read_endpoint(conn, endpoint_id), changed
+
+    async def _set_enabled(
+        self, conn: Connection, endpoint_id: str, enabled: bool, reason: str | None, now: datetime
+    ) -> bool:
+        q = self._q
+        if await fetchrow(conn, q.lock_endpoint, id=endpoint_id) is None:
+            raise EndpointNotFound(endpoint_id)
+        row = await fetchrow(conn, q.get_endpoint, id=endpoint_id)
+        if row["enabled"] == enabled:
+            return False
+        await execute(conn, q.set_endpoint_enabled, id=endpoint_id, enabled=enabled, reason=reason, now=now)
+        await execute(conn, q.set_queue_paused, name=endpoint_id, paused=not enabled, now=now)
+        if enabled:  # a fresh start: its breaker closed, what it held free to go
+            await execute(conn, q.reset_breaker, key=endpoint_id)
+            await execute(conn, q.release_held_tasks, key=endpoint_id)
+        return True
+
+    async def recover_endpoint(self, endpoint_id: str, since: datetime, now: datetime) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await fetchrow(conn, self._q.lock_endpoint, id=endpoint_id) is None:
+                raise EndpointNotFound(endpoint_id)
+            return len(await fetch(conn, self._q.recover_endpoint, id=endpoint_id, since=since, now=now))
+
+    async def _read_endpoint(self, conn: Connection, endpoint_id: str) -> Endpoint:
+        row = await fetchrow(conn, self._q.get_endpoint, id=endpoint_id)
+        if row is None:  # deleted by another request meanwhile
+            raise EndpointNotFound(endpoint_id)
+        return await self._endpoint(conn, row)
+
+    async def _endpoint(self, conn: Connection, row: Any) -> Endpoint:
+        queue = await fetchrow(conn, self._q.get_queue, name=row["id"])
+        return webhook_rows.endpoint_from_row(row, rows.queue_config_from_row(queue), DECODERS, _types)
+
+    # --- events --------------------------------------------------------------------
+    async def publish(self, event: NewEvent, now: datetime, new_task_id: Callable[[], str]) -> Published:
+        q = self._q
+        async with self._pool.acquire() as conn:
+            targets = [
+                row
+                for row in await fetch(conn, q.publish_targets, tenant=event.tenant)
+                if matches(_types(row["event_types"]), event.type)
+            ]
+            task_ids = [new_task_id() for _ in targets]
+            headers = [
+                json.dumps(
+                    webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type)
+                )
+                for row in targets
+            ]
+            stored = await fetchrow(
+                conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at),
+                held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
+                urls=[row["url"] for row in targets], headers=headers,
+            )  # fmt: skip
+            if stored["created"]:
+                found = await self._read_events(conn, [await fetchrow(conn, q.get_event, id=event.id)])
+                return Published(found[0], created=True)
+            original = await fetchrow(
+                conn, q.get_event_by_idempotency_key, tenant=event.tenant, key=event.idempotency_key
+            )
+            if original is None:  # the id was taken: an earlier try of this same request
+                original = await fetchrow(conn, q.get_event, id=event.id)
+            return Published((await self._read_events(conn, [original]))[0], created=False)
+
+    async def get_event(self, event_id: str) -> Event | None:
+        async with self._pool.acquire() as conn:
+            row = await fetchrow(conn, self._q.get_event, id=event_id)
+            return None if row is None else (await self._read_events(conn, [row]))[0]
+
+    async def list_events(
+        self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Event], int | None]:
+        before = MAX_SEQ if before_seq is None else before_seq
+        async with self._pool.acquire() as conn:
+            found = await fetch(
+                conn, self._q.list_events, before=before, limit=limit + 1, type=event_type, tenant=tenant
+            )
+            events = await self._read_events(conn, found[:limit])
+        return events, (found[limit - 1]["seq"] if len(found) > limit else None)
+
+    async def _read_events(self, conn: Connection, found: Sequence[Any]) -> list[Event]:
+        deliveries = await fetch(conn, self._q.event_deliveries, ids=[row["id"] for row in found])
+        return [webhook_rows.event_from_row(row, deliveries, DECODERS) for row in found]
+
+    # --- breakers ------------------------------------------------------------------
+    async def _apply_failures(
+        self, failing: dict[str, list[AttemptResult]], now: datetime, rules: BreakerRules
+    ) -> tuple[int, list[tuple[str, str]]]:
+        """Fold the failures into their breakers (rows locked in key order), hold the tasks
+        of breakers that are open, disable endpoints the rules say must go."""
+        q = self._q
+        released, disabled = 0, []
+        async with self._pool.acquire() as conn, conn.transaction():
+            keys = sorted(failing)
+            await execute(conn, q.insert_breakers, keys=keys)
+            for row in await fetch(conn, q.lock_breakers, keys=keys):
+                before = webhook_rows.breaker_from_row(row, DECODERS)
+                verdict = breakers.fold(before, failing[row["key"]], rules)
+                after = verdict.state
+                await execute(conn, q.save_breaker, **webhook_rows.breaker_params(row["key"], after, _same))
+                endpoint_id = failing[row["key"]][-1].endpoint_id
+                if after.position == "open":
+                    hold = q.hold_endpoint_tasks if endpoint_id is not None else q.hold_origin_tasks
+                    await execute(
+                        conn, hold, key=row["key"], held_until=HELD_UNTIL, probe_seq=after.probe_seq
+                    )
+                elif before.position == "open":
+                    released += len(await fetch(conn, q.release_held_tasks, key=row["key"]))
+                if (
+                    verdict.disable_reason is not None
+                    and endpoint_id is not None
+                    and await self._set_enabled(conn, endpoint_id, False, verdict.disable_reason, now)
+                ):
+                    disabled.append((endpoint_id, verdict.disable_reason))
+        return released, disabled
+
+    async def release_probes(self, now: datetime) -> int:
+        released = 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            for row in await fetch(conn, self._q.due_probes, now=now):
+                if await fetchrow(conn, self._q.release_probe, key=row["key"], now=now) is not None:
+                    released += 1
+        return released
+
+
+def _same(value: datetime) -> datetime:
+    return value
+
+
+def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now: datetime) -> dict[str, Any]:
+    types = None if spec.event_types is None else list(spec.event_types)
+    return webhook_rows.endpoint_params(endpoint_id, spec, now, types, json.dumps(spec.headers))

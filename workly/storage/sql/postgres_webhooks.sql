@@ -1,0 +1,171 @@
+-- Workly's webhook platform queries for PostgreSQL: endpoints, events, breakers
+-- (docs/webhooks.md). Loaded with postgres.sql, under the same rules.
+
+-- name: insert_endpoint
+-- After put_queue made its queue, in the same transaction.
+INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabled, created_at, updated_at)
+VALUES (:id, :url, :description, :event_types::text[], :tenant, :headers::json, true, :now, :now);
+
+-- name: get_endpoint
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+WHERE e.id = :id;
+
+-- name: lock_endpoint
+SELECT id FROM endpoints WHERE id = :id FOR NO KEY UPDATE;
+
+-- name: list_endpoints
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+WHERE e.seq < :before
+ORDER BY e.seq DESC LIMIT :limit;
+
+-- name: list_endpoints_by_tenant
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+WHERE e.tenant = :tenant AND e.seq < :before
+ORDER BY e.seq DESC LIMIT :limit;
+
+-- name: update_endpoint
+UPDATE endpoints
+SET url = :url, description = :description, event_types = :event_types::text[], tenant = :tenant,
+    headers = :headers::json, updated_at = :now
+WHERE id = :id;
+
+-- name: update_endpoint_task_urls
+-- A new URL applies to the deliveries still waiting, not only to later events.
+UPDATE tasks SET url = :url WHERE queue = :id AND status = 'ready' AND url <> :url;
+
+-- name: set_endpoint_enabled
+UPDATE endpoints SET enabled = :enabled, disabled_reason = :reason, updated_at = :now WHERE id = :id;
+
+-- name: set_queue_paused
+UPDATE queues SET paused = :paused, updated_at = :now WHERE name = :name;
+
+-- name: publish_targets
+-- The enabled endpoints of the event's tenant (untenanted events: untenanted endpoints);
+-- which of them subscribe to the type is decided by workly/webhooks.py's matches().
+SELECT id, url, headers, event_types FROM endpoints
+WHERE enabled AND tenant IS NOT DISTINCT FROM :tenant
+ORDER BY seq;
+
+-- name: publish_event
+-- The event and its deliveries in one statement (so one transaction, one round trip):
+-- nothing is stored unless the event is, and an event whose idempotency key (or id) is
+-- taken stores nothing (the caller then reads the original). A delivery to an endpoint
+-- whose breaker is open is held, as enqueue_tasks holds.
+WITH event AS (
+    INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at)
+    VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type,
+            coalesce(:run_at, :now), :now)
+    ON CONFLICT DO NOTHING
+    RETURNING id, run_at
+),
+inserted AS (
+    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
+                       created_at, updated_at, event_id, endpoint_id, breaker, held_run_at)
+    SELECT d.task_id, d.endpoint_id, 'ready', d.url, 'POST', d.headers::json, :payload,
+           CASE WHEN b.key IS NULL THEN e.run_at ELSE :held_until END, 0, :key, :now, :now,
+           e.id, d.endpoint_id, d.endpoint_id, CASE WHEN b.key IS NOT NULL THEN e.run_at END
+    FROM event e
+    CROSS JOIN unnest(:task_ids::text[], :endpoint_ids::text[], :urls::text[], :headers::text[])
+         WITH ORDINALITY AS d(task_id, endpoint_id, url, headers, ord)
+    LEFT JOIN breakers b ON b.key = d.endpoint_id AND b.position = 'open'
+    ORDER BY d.ord
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM event)::int AS created, (SELECT count(*) FROM inserted)::int AS delivered;
+
+-- name: get_event
+SELECT * FROM events WHERE id = :id;
+
+-- name: get_event_by_idempotency_key
+SELECT * FROM events WHERE coalesce(tenant, '') = coalesce(:tenant, '') AND idempotency_key = :key;
+
+-- name: event_deliveries
+SELECT event_id, endpoint_id, id AS task_id, status, attempts FROM tasks
+WHERE event_id = ANY(:ids::text[])
+ORDER BY seq;
+
+-- name: list_events
+-- :type and :tenant filter when not null.
+SELECT * FROM events
+WHERE seq < :before AND (:type::text IS NULL OR type = :type) AND (:tenant::text IS NULL OR tenant = :tenant)
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: recover_endpoint
+-- The endpoint's tasks that failed since :since are ready again, due now, with a fresh
+-- attempt budget (as a retry of each).
+UPDATE tasks
+SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
+WHERE queue = :id AND status = 'failed' AND updated_at >= :since
+RETURNING seq;
+
+-- name: insert_breakers
+INSERT INTO breakers (key) SELECT unnest(:keys::text[]) ON CONFLICT (key) DO NOTHING;
+
+-- name: lock_breakers
+-- In key order, so two processes recording failures of the same receivers cannot deadlock.
+SELECT * FROM breakers WHERE key = ANY(:keys::text[]) ORDER BY key FOR UPDATE;
+
+-- name: save_breaker
+UPDATE breakers
+SET position = :position, consecutive_failures = :consecutive_failures, failing_since = :failing_since,
+    last_success_at = :last_success_at, probe_at = :probe_at, probe_seq = :probe_seq, cooldown = :cooldown
+WHERE key = :key;
+
+-- name: reset_breaker
+UPDATE breakers
+SET position = 'closed', consecutive_failures = 0, failing_since = NULL, probe_at = NULL,
+    probe_seq = NULL, cooldown = NULL
+WHERE key = :key;
+
+-- name: delete_breaker
+DELETE FROM breakers WHERE key = :key;
+
+-- name: hold_endpoint_tasks
+-- The endpoint's ready tasks (its queue's) wait for the breaker: far in the future, with
+-- the time they were due kept in held_run_at.
+UPDATE tasks SET held_run_at = run_at, run_at = :held_until
+WHERE queue = :key AND status = 'ready' AND held_run_at IS NULL AND seq IS DISTINCT FROM :probe_seq::bigint;
+
+-- name: hold_origin_tasks
+-- A plain origin's ready tasks, in whatever queue: read queue by queue from
+-- tasks_queue_status. Runs when a breaker opens, not per claim.
+UPDATE tasks t SET held_run_at = t.run_at, run_at = :held_until
+FROM queues q
+WHERE t.queue = q.name AND t.status = 'ready' AND t.breaker = :key AND t.held_run_at IS NULL
+  AND t.seq IS DISTINCT FROM :probe_seq::bigint;
+
+-- name: release_held_tasks
+UPDATE tasks SET run_at = held_run_at, held_run_at = NULL
+WHERE breaker = :key AND held_run_at IS NOT NULL
+RETURNING seq;
+
+-- name: due_probes
+-- Open breakers whose cool-down is over and that have no probe out. SKIP LOCKED: one
+-- process releases each probe.
+SELECT key FROM breakers
+WHERE position = 'open' AND probe_at <= :now
+  AND (probe_seq IS NULL  -- or its probe was canceled, deleted or failed for good
+       OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.seq = breakers.probe_seq
+                      AND t.status IN ('ready', 'running')))
+ORDER BY key
+FOR UPDATE SKIP LOCKED;
+
+-- name: release_probe
+-- The held task that goes first (priority, then when it was due) becomes the probe: due
+-- now. Only one: the breaker records it, and no other is released until its result.
+WITH probe AS (
+    SELECT seq FROM tasks
+    WHERE breaker = :key AND held_run_at IS NOT NULL AND held_run_at <= :now AND status = 'ready'
+    ORDER BY priority DESC, held_run_at, seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+),
+freed AS (
+    UPDATE tasks t SET run_at = :now, held_run_at = NULL FROM probe p WHERE t.seq = p.seq RETURNING t.seq
+)
+UPDATE breakers SET probe_seq = (SELECT seq FROM freed)
+WHERE key = :key AND EXISTS (SELECT 1 FROM freed)
+RETURNING probe_seq;

@@ -1,0 +1,142 @@
+-- Workly's webhook platform queries for SQLite (see postgres_webhooks.sql for what each
+-- does). event_types is a JSON array; lists of keys and ids are JSON arrays.
+
+-- name: insert_endpoint
+INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabled, created_at, updated_at)
+VALUES (:id, :url, :description, :event_types, :tenant, :headers, 1, :now, :now);
+
+-- name: get_endpoint
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+WHERE e.id = :id;
+
+-- name: lock_endpoint
+-- SQLite's writer holds the whole database: reading the row is enough.
+SELECT id FROM endpoints WHERE id = :id;
+
+-- name: list_endpoints
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+WHERE e.seq < :before
+ORDER BY e.seq DESC LIMIT :limit;
+
+-- name: list_endpoints_by_tenant
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+WHERE e.tenant = :tenant AND e.seq < :before
+ORDER BY e.seq DESC LIMIT :limit;
+
+-- name: update_endpoint
+UPDATE endpoints
+SET url = :url, description = :description, event_types = :event_types, tenant = :tenant,
+    headers = :headers, updated_at = :now
+WHERE id = :id;
+
+-- name: update_endpoint_task_urls
+UPDATE tasks SET url = :url WHERE queue = :id AND status = 'ready' AND url <> :url;
+
+-- name: set_endpoint_enabled
+UPDATE endpoints SET enabled = :enabled, disabled_reason = :reason, updated_at = :now WHERE id = :id;
+
+-- name: set_queue_paused
+UPDATE queues SET paused = :paused, updated_at = :now WHERE name = :name;
+
+-- name: publish_targets
+SELECT id, url, headers, event_types FROM endpoints
+WHERE enabled = 1 AND tenant IS :tenant
+ORDER BY seq;
+
+-- name: publish_event
+-- The event; its deliveries follow with publish_event_deliveries, in the same transaction.
+INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at)
+VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type, coalesce(:run_at, :now), :now)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: publish_event_deliveries
+-- Run with executemany, one row per matching endpoint.
+INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
+                   created_at, updated_at, event_id, endpoint_id, breaker, held_run_at)
+SELECT :task_id, :endpoint_id, 'ready', :url, 'POST', :headers, :payload,
+       CASE WHEN h.open THEN :held_until ELSE :run_at END, 0, :key, :now, :now,
+       :event_id, :endpoint_id, :endpoint_id, CASE WHEN h.open THEN :run_at END
+FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :endpoint_id AND position = 'open') AS open) h;
+
+-- name: get_event
+SELECT * FROM events WHERE id = :id;
+
+-- name: get_event_by_idempotency_key
+SELECT * FROM events WHERE coalesce(tenant, '') = coalesce(:tenant, '') AND idempotency_key = :key;
+
+-- name: event_deliveries
+SELECT event_id, endpoint_id, id AS task_id, status, attempts FROM tasks
+WHERE event_id IN (SELECT value FROM json_each(:ids))
+ORDER BY seq;
+
+-- name: list_events
+SELECT * FROM events
+WHERE seq < :before AND (:type IS NULL OR type = :type) AND (:tenant IS NULL OR tenant = :tenant)
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: recover_endpoint
+UPDATE tasks
+SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
+WHERE queue = :id AND status = 'failed' AND updated_at >= :since
+RETURNING seq;
+
+-- name: insert_breakers
+INSERT INTO breakers (key) SELECT value FROM json_each(:keys) WHERE true ON CONFLICT (key) DO NOTHING;
+
+-- name: lock_breakers
+SELECT * FROM breakers WHERE key IN (SELECT value FROM json_each(:keys)) ORDER BY key;
+
+-- name: save_breaker
+UPDATE breakers
+SET position = :position, consecutive_failures = :consecutive_failures, failing_since = :failing_since,
+    last_success_at = :last_success_at, probe_at = :probe_at, probe_seq = :probe_seq, cooldown = :cooldown
+WHERE key = :key;
+
+-- name: reset_breaker
+UPDATE breakers
+SET position = 'closed', consecutive_failures = 0, failing_since = NULL, probe_at = NULL,
+    probe_seq = NULL, cooldown = NULL
+WHERE key = :key;
+
+-- name: delete_breaker
+DELETE FROM breakers WHERE key = :key;
+
+-- name: hold_endpoint_tasks
+UPDATE tasks SET held_run_at = run_at, run_at = :held_until
+WHERE queue = :key AND status = 'ready' AND held_run_at IS NULL AND seq IS NOT :probe_seq;
+
+-- name: hold_origin_tasks
+UPDATE tasks SET held_run_at = run_at, run_at = :held_until
+WHERE seq IN (SELECT t.seq FROM queues q JOIN tasks t INDEXED BY tasks_queue_status
+                ON t.queue = q.name AND t.status = 'ready'
+              WHERE t.breaker = :key AND t.held_run_at IS NULL AND t.seq IS NOT :probe_seq);
+
+-- name: release_held_tasks
+UPDATE tasks SET run_at = held_run_at, held_run_at = NULL
+WHERE breaker = :key AND held_run_at IS NOT NULL
+RETURNING seq;
+
+-- name: due_probes
+SELECT key FROM breakers
+WHERE position = 'open' AND probe_at <= :now
+  AND (probe_seq IS NULL  -- or its probe was canceled, deleted or failed for good
+       OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.seq = breakers.probe_seq
+                      AND t.status IN ('ready', 'running')))
+ORDER BY key;
+
+-- name: release_probe
+-- Two steps in SQLite: pick (release_probe), then free it and record it (sqlite_webhooks.py).
+SELECT seq FROM tasks INDEXED BY tasks_held
+WHERE breaker = :key AND held_run_at IS NOT NULL AND held_run_at <= :now AND status = 'ready'
+ORDER BY priority DESC, held_run_at, seq
+LIMIT 1;
+
+-- name: release_probe_free
+UPDATE tasks SET run_at = :now, held_run_at = NULL WHERE seq = :seq;
+
+-- name: release_probe_set
+UPDATE breakers SET probe_seq = :seq WHERE key = :key;

@@ -1,0 +1,309 @@
+"""SQLite's part of the webhook platform: endpoints, events, breakers.
+
+A mixin of SqliteStorage (its writer and reader threads); the queries are in
+sql/sqlite_webhooks.sql; rules shared with PostgreSQL are in breakers.py and
+webhook_rows.py. Each function below runs on a connection thread, writes inside one
+BEGIN IMMEDIATE transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from workly.breaker import HELD_UNTIL, BreakerRules, BreakerState, after_success
+from workly.errors import EndpointNotFound
+from workly.storage import breakers, rows, webhook_rows
+from workly.storage.base import EndpointChange
+from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
+from workly.storage.queries import sqlite_queries
+from workly.storage.sqlite_statements import DECODERS, execute, execute_many, fetchall, fetchone, to_us
+from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
+from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, matches
+
+Db = sqlite3.Connection
+HELD_US = to_us(HELD_UNTIL)
+_MAX_SEQ = 2**63 - 1
+_q = sqlite_queries
+
+
+def _types(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(json.loads(value))
+
+
+@raises_workly_errors(interpret_sqlite_error)
+class SqliteWebhooks:
+    _writer: SqliteThread
+    _reader: SqliteThread
+    _acknowledged: SynchronousMode
+    _bookkeeping: SynchronousMode
+
+    async def create_endpoint(self, endpoint_id: str, spec: EndpointSpec, now: datetime) -> Endpoint:
+        return await self._writer.transaction(
+            self._acknowledged, _create_endpoint, endpoint_id, spec, to_us(now)
+        )
+
+    async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
+        return await self._reader.run(_get_endpoint, endpoint_id)
+
+    async def list_endpoints(
+        self, tenant: str | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Endpoint], int | None]:
+        return await self._reader.run(_list_endpoints, tenant, limit, before_seq)
+
+    async def update_endpoint(self, endpoint_id: str, change: EndpointChange, now: datetime) -> Endpoint:
+        return await self._writer.transaction(
+            self._acknowledged, _update_endpoint, endpoint_id, change, to_us(now)
+        )
+
+    async def delete_endpoint(self, endpoint_id: str) -> None:
+        await self._writer.transaction(self._acknowledged, _delete_endpoint, endpoint_id)
+
+    async def set_endpoint_enabled(
+        self, endpoint_id: str, enabled: bool, reason: str | None, now: datetime
+    ) -> tuple[Endpoint, bool]:
+        return await self._writer.transaction(
+            self._acknowledged, _set_endpoint_enabled, endpoint_id, enabled, reason, to_us(now)
+        )
+
+    async def recover_endpoint(self, endpoint_id: str, since: datetime, now: datetime) -> int:
+        return await self._writer.transaction(
+            self._acknowledged, _recover_endpoint, endpoint_id, to_us(since), to_us(now)
+        )
+
+    async def publish(self, event: NewEvent, now: datetime, new_task_id: Callable[[], str]) -> Published:
+        return await self._writer.transaction(self._acknowledged, _publish, event, to_us(now), new_task_id)
+
+    async def get_event(self, event_id: str) -> Event | None:
+        return await self._reader.run(_get_event, event_id)
+
+    async def list_events(
+        self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
+    ) -> tuple[list[Event], int | None]:
+        return await self._reader.run(_list_events, event_type, tenant, limit, before_seq)
+
+    async def release_probes(self, now: datetime) -> int:
+        return await self._writer.transaction(self._bookkeeping, _release_probes, to_us(now))
+
+
+# --- endpoints ------------------------------------------------------------------------
+def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now_us: int) -> dict[str, Any]:
+    types = None if spec.event_types is None else json.dumps(list(spec.event_types))
+    return webhook_rows.endpoint_params(endpoint_id, spec, now_us, types, json.dumps(spec.headers))
+
+
+def _queue_params(name: str, spec: EndpointSpec, paused: bool, now_us: int) -> dict[str, Any]:
+    return {**asdict(spec.delivery), "paused": paused, "name": name, "now": now_us}
+
+
+def _create_endpoint(db: Db, endpoint_id: str, spec: EndpointSpec, now_us: int) -> Endpoint:
+    execute(db, _q().put_queue, _queue_params(endpoint_id, spec, False, now_us))
+    execute(db, _q().insert_endpoint, _endpoint_params(endpoint_id, spec, now_us))
+    execute(db, _q().insert_breakers, {"keys": json.dumps([endpoint_id])})
+    return _read_endpoint(db, endpoint_id)
+
+
+def _get_endpoint(db: Db, endpoint_id: str) -> Endpoint | None:
+    row = fetchone(db, _q().get_endpoint, {"id": endpoint_id})
+    return None if row is None else _endpoint(db, row)
+
+
+def _read_endpoint(db: Db, endpoint_id: str) -> Endpoint:
+    found = _get_endpoint(db, endpoint_id)
+    if found is None:
+        raise EndpointNotFound(endpoint_id)
+    return found
+
+
+def _endpoint(db: Db, row: sqlite3.Row) -> Endpoint:
+    queue = fetchone(db, _q().get_queue, {"name": row["id"]})
+    assert queue is not None, "an endpoint's queue goes with it"
+    return webhook_rows.endpoint_from_row(row, rows.queue_config_from_row(queue), DECODERS, _types)
+
+
+def _list_endpoints(
+    db: Db, tenant: str | None, limit: int, before_seq: int | None
+) -> tuple[list[Endpoint], int | None]:
+    page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
+    if tenant is None:
+        found = fetchall(db, _q().list_endpoints, page)
+    else:
+        found = fetchall(db, _q().list_endpoints_by_tenant, {**page, "tenant": tenant})
+    endpoints = [_endpoint(db, row) for row in found[:limit]]
+    return endpoints, (found[limit - 1]["seq"] if len(found) > limit else None)
+
+
+def _update_endpoint(db: Db, endpoint_id: str, change: EndpointChange, now_us: int) -> Endpoint:
+    current = _read_endpoint(db, endpoint_id)
+    spec = change(current.spec)
+    execute(db, _q().update_endpoint, _endpoint_params(endpoint_id, spec, now_us))
+    execute(db, _q().update_queue, _queue_params(endpoint_id, spec, not current.enabled, now_us))
+    if spec.url != current.spec.url:
+        execute(db, _q().update_endpoint_task_urls, {"id": endpoint_id, "url": spec.url})
+    return _read_endpoint(db, endpoint_id)
+
+
+def _delete_endpoint(db: Db, endpoint_id: str) -> None:
+    if fetchone(db, _q().lock_endpoint, {"id": endpoint_id}) is None:
+        raise EndpointNotFound(endpoint_id)
+    execute(db, _q().delete_queue, {"name": endpoint_id})  # the endpoint and its tasks cascade
+    execute(db, _q().delete_breaker, {"key": endpoint_id})
+
+
+def _set_endpoint_enabled(
+    db: Db, endpoint_id: str, enabled: bool, reason: str | None, now_us: int
+) -> tuple[Endpoint, bool]:
+    changed = _set_enabled(db, endpoint_id, enabled, reason, now_us)
+    return _read_endpoint(db, endpoint_id), changed
+
+
+def _set_enabled(db: Db, endpoint_id: str, enabled: bool, reason: str | None, now_us: int) -> bool:
+    row = fetchone(db, _q().get_endpoint, {"id": endpoint_id})
+    if row is None:
+        raise EndpointNotFound(endpoint_id)
+    if bool(row["enabled"]) == enabled:
+        return False
+    execute(
+        db,
+        _q().set_endpoint_enabled,
+        {"id": endpoint_id, "enabled": enabled, "reason": reason, "now": now_us},
+    )
+    execute(db, _q().set_queue_paused, {"name": endpoint_id, "paused": not enabled, "now": now_us})
+    if enabled:  # a fresh start: its breaker closed, what it held free to go
+        execute(db, _q().reset_breaker, {"key": endpoint_id})
+        execute(db, _q().release_held_tasks, {"key": endpoint_id})
+    return True
+
+
+def _recover_endpoint(db: Db, endpoint_id: str, since_us: int, now_us: int) -> int:
+    if fetchone(db, _q().lock_endpoint, {"id": endpoint_id}) is None:
+        raise EndpointNotFound(endpoint_id)
+    return len(fetchall(db, _q().recover_endpoint, {"id": endpoint_id, "since": since_us, "now": now_us}))
+
+
+# --- events ---------------------------------------------------------------------------
+def _publish(db: Db, event: NewEvent, now_us: int, new_task_id: Callable[[], str]) -> Published:
+    run_us = now_us if event.run_at is None else to_us(event.run_at)
+    params = webhook_rows.event_params(event, now_us, run_us)
+    if not fetchall(db, _q().publish_event, params):
+        original = None
+        if event.idempotency_key is not None:
+            original = fetchone(
+                db, _q().get_event_by_idempotency_key, {"tenant": event.tenant, "key": event.idempotency_key}
+            )
+        if original is None:  # the id was taken: an earlier try of this same request
+            original = fetchone(db, _q().get_event, {"id": event.id})
+        assert original is not None
+        return Published(_events(db, [original])[0], created=False)
+    targets = [
+        row
+        for row in fetchall(db, _q().publish_targets, {"tenant": event.tenant})
+        if matches(_types(row["event_types"]), event.type)
+    ]
+    execute_many(
+        db,
+        _q().publish_event_deliveries,
+        [
+            {
+                "task_id": new_task_id(),
+                "endpoint_id": row["id"],
+                "url": row["url"],
+                "headers": json.dumps(
+                    webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type)
+                ),
+                "payload": event.payload,
+                "held_until": HELD_US,
+                "run_at": run_us,
+                "key": event.key,
+                "now": now_us,
+                "event_id": event.id,
+            }
+            for row in targets
+        ],
+    )
+    stored = fetchone(db, _q().get_event, {"id": event.id})
+    assert stored is not None
+    return Published(_events(db, [stored])[0], created=True)
+
+
+def _get_event(db: Db, event_id: str) -> Event | None:
+    row = fetchone(db, _q().get_event, {"id": event_id})
+    return None if row is None else _events(db, [row])[0]
+
+
+def _list_events(
+    db: Db, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
+) -> tuple[list[Event], int | None]:
+    before = _MAX_SEQ if before_seq is None else before_seq
+    found = fetchall(
+        db, _q().list_events, {"before": before, "limit": limit + 1, "type": event_type, "tenant": tenant}
+    )
+    return _events(db, found[:limit]), (found[limit - 1]["seq"] if len(found) > limit else None)
+
+
+def _events(db: Db, found: Sequence[sqlite3.Row]) -> list[Event]:
+    deliveries = fetchall(db, _q().event_deliveries, {"ids": json.dumps([row["id"] for row in found])})
+    return [webhook_rows.event_from_row(row, deliveries, DECODERS) for row in found]
+
+
+# --- breakers -------------------------------------------------------------------------
+def apply_breakers(
+    db: Db, plan: breakers.BreakerPlan, now_us: int, rules: BreakerRules
+) -> tuple[int, list[tuple[str, str]]]:
+    """Inside record_results' transaction: close the breakers whose receiver answered
+    (freeing what they held), fold failures into the others (holding what they must)."""
+    released, disabled = 0, []
+    for row in fetchall(db, _q().lock_breakers, {"keys": json.dumps(plan.ok_keys)}):
+        before = webhook_rows.breaker_from_row(row, DECODERS)
+        seen = before.last_success_at
+        untouched = before.position == "closed" and before.consecutive_failures == 0
+        if untouched and seen is not None and now_us - to_us(seen) < 1_000_000:
+            continue  # nothing to change; last_success_at moves on at most once a second
+        execute(db, _q().save_breaker, _saved(row["key"], after_success(before, _at(now_us))))
+        if before.position == "open":
+            released += len(fetchall(db, _q().release_held_tasks, {"key": row["key"]}))
+    if plan.failing:
+        keys = sorted(plan.failing)
+        execute(db, _q().insert_breakers, {"keys": json.dumps(keys)})
+        for row in fetchall(db, _q().lock_breakers, {"keys": json.dumps(keys)}):
+            key = row["key"]
+            before = webhook_rows.breaker_from_row(row, DECODERS)
+            verdict = breakers.fold(before, plan.failing[key], rules)
+            after = verdict.state
+            execute(db, _q().save_breaker, _saved(key, after))
+            endpoint_id = plan.failing[key][-1].endpoint_id
+            if after.position == "open":
+                hold = _q().hold_endpoint_tasks if endpoint_id is not None else _q().hold_origin_tasks
+                execute(db, hold, {"key": key, "held_until": HELD_US, "probe_seq": after.probe_seq})
+            elif before.position == "open":
+                released += len(fetchall(db, _q().release_held_tasks, {"key": key}))
+            if (
+                verdict.disable_reason is not None
+                and endpoint_id is not None
+                and _set_enabled(db, endpoint_id, False, verdict.disable_reason, now_us)
+            ):
+                disabled.append((endpoint_id, verdict.disable_reason))
+    return released, disabled
+
+
+def _release_probes(db: Db, now_us: int) -> int:
+    released = 0
+    for row in fetchall(db, _q().due_probes, {"now": now_us}):
+        probe = fetchone(db, _q().release_probe, {"key": row["key"], "now": now_us})
+        if probe is not None:
+            execute(db, _q().release_probe_free, {"seq": probe["seq"], "now": now_us})
+            execute(db, _q().release_probe_set, {"key": row["key"], "seq": probe["seq"]})
+            released += 1
+    return released
+
+
+def _saved(key: str, state: BreakerState) -> dict[str, Any]:
+    return webhook_rows.breaker_params(key, state, to_us)
+
+
+def _at(now_us: int) -> datetime:
+    return DECODERS.time(now_us)

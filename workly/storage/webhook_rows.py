@@ -1,0 +1,136 @@
+"""Endpoint, event and breaker rows ↔ domain objects, shared by both backends (as rows.py
+is for tasks and queues). Each backend passes its decoders for what the dialects store
+differently (times, JSON, booleans, lists)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from workly.breaker import BreakerState
+from workly.models import QueueConfig
+from workly.storage.rows import Decoders, Row
+from workly.webhooks import Delivery, Endpoint, EndpointSpec, Event, Health, NewEvent, health_state
+
+ListDecoder = Callable[[Any], tuple[str, ...] | None]
+TimeDecoder = Callable[[Any], datetime]
+
+
+def endpoint_from_row(row: Row, delivery: QueueConfig, dec: Decoders, types: ListDecoder) -> Endpoint:
+    """A row of get_endpoint/list_endpoints (the endpoint joined with its breaker)."""
+    enabled = bool(row["enabled"])
+    failures = row["consecutive_failures"] or 0
+    is_open = row["position"] == "open"
+    return Endpoint(
+        id=row["id"],
+        spec=EndpointSpec(
+            url=row["url"],
+            description=row["description"],
+            event_types=types(row["event_types"]),
+            tenant=row["tenant"],
+            headers=dec.headers(row["headers"]),
+            delivery=delivery,
+        ),
+        enabled=enabled,
+        health=Health(
+            state=health_state(enabled, is_open, failures),
+            consecutive_failures=failures,
+            failing_since=_time(row["failing_since"], dec),
+            last_success_at=_time(row["last_success_at"], dec),
+            disabled_reason=None if enabled else row["disabled_reason"],
+            probe_at=_time(row["probe_at"], dec) if is_open else None,
+        ),
+        created_at=dec.time(row["created_at"]),
+        updated_at=dec.time(row["updated_at"]),
+    )
+
+
+def event_from_row(row: Row, deliveries: Sequence[Row], dec: Decoders) -> Event:
+    return Event(
+        id=row["id"],
+        type=row["type"],
+        tenant=row["tenant"],
+        key=row["key"],
+        idempotency_key=row["idempotency_key"],
+        payload=bytes(row["payload"]),
+        content_type=row["content_type"],
+        run_at=dec.time(row["run_at"]),
+        created_at=dec.time(row["created_at"]),
+        deliveries=[
+            Delivery(d["endpoint_id"], d["task_id"], d["status"], d["attempts"])
+            for d in deliveries
+            if d["event_id"] == row["id"]
+        ],
+    )
+
+
+def breaker_from_row(row: Row, dec: Decoders) -> BreakerState:
+    return BreakerState(
+        position=row["position"],
+        consecutive_failures=row["consecutive_failures"],
+        failing_since=_time(row["failing_since"], dec),
+        last_success_at=_time(row["last_success_at"], dec),
+        probe_at=_time(row["probe_at"], dec),
+        probe_seq=row["probe_seq"],
+        cooldown=row["cooldown"],
+    )
+
+
+def breaker_params(key: str, state: BreakerState, encode_time: Callable[[datetime], Any]) -> dict[str, Any]:
+    def time(value: datetime | None) -> Any:
+        return None if value is None else encode_time(value)
+
+    return {
+        "key": key,
+        "position": state.position,
+        "consecutive_failures": state.consecutive_failures,
+        "failing_since": time(state.failing_since),
+        "last_success_at": time(state.last_success_at),
+        "probe_at": time(state.probe_at),
+        "probe_seq": state.probe_seq,
+        "cooldown": state.cooldown,
+    }
+
+
+def _time(value: Any, dec: Decoders) -> datetime | None:
+    return None if value is None else dec.time(value)
+
+
+def endpoint_params(
+    endpoint_id: str, spec: EndpointSpec, now: Any, event_types: Any, headers: Any
+) -> dict[str, Any]:
+    """insert_endpoint's and update_endpoint's parameters; times, lists and JSON encoded
+    by the backend."""
+    return {
+        "id": endpoint_id,
+        "url": spec.url,
+        "description": spec.description,
+        "event_types": event_types,
+        "tenant": spec.tenant,
+        "headers": headers,
+        "now": now,
+    }
+
+
+def event_params(event: NewEvent, now: Any, run_at: Any) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "tenant": event.tenant,
+        "key": event.key,
+        "idempotency_key": event.idempotency_key,
+        "payload": event.payload,
+        "content_type": event.content_type,
+        "run_at": run_at,
+        "now": now,
+    }
+
+
+def delivery_headers(endpoint_headers: dict[str, str], content_type: str) -> dict[str, str]:
+    """What an event's delivery carries: the endpoint's headers, and the payload's
+    content-type unless they name one."""
+    headers = dict(endpoint_headers)
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["content-type"] = content_type
+    return headers

@@ -1,0 +1,159 @@
+"""The webhook platform's domain: endpoints, events, and which endpoints an event reaches.
+
+An endpoint delivers through a queue of its own, named after its id: that queue holds its
+delivery settings (concurrency, rate limit, retries, ordering, signing secrets) and its
+``paused`` flag is the endpoint's ``enabled`` turned around, so every queue rule applies to
+an endpoint through the one claim. Pure types and rules; storage keeps them, the service
+applies them (docs/webhooks.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+from urllib.parse import urlsplit
+
+from workly.models import QueueConfig, TaskStatus
+
+# An event type: dot-separated words such as "invoice.paid" or "workly.task.failed".
+EVENT_TYPE = r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*"
+_EVENT_TYPE = re.compile(EVENT_TYPE)
+MAX_EVENT_TYPE = 128
+MAX_EVENT_TYPES = 100
+WORKLY_EVENT_PREFIX = "workly."
+HealthState = Literal["healthy", "failing", "open", "disabled"]
+
+
+def check_event_type(value: str) -> str:
+    """An event type as published: dot-separated words of letters, digits, '_' and '-'."""
+    if len(value) > MAX_EVENT_TYPE or not _EVENT_TYPE.fullmatch(value):
+        raise ValueError(
+            f"event type {value!r} must be dot-separated words of letters, digits, '_' or '-' "
+            f"(at most {MAX_EVENT_TYPE} characters), such as invoice.paid"
+        )
+    return value
+
+
+def check_event_pattern(value: str) -> str:
+    """A subscription: an exact type (``invoice.paid``) or a prefix (``invoice.*``)."""
+    exact = value.removesuffix(".*")
+    if len(value) > MAX_EVENT_TYPE or not _EVENT_TYPE.fullmatch(exact):
+        raise ValueError(
+            f"event type pattern {value!r} must be an exact type such as invoice.paid or a prefix "
+            "such as invoice.* (use null for every type)"
+        )
+    return value
+
+
+def check_event_patterns(values: list[str]) -> list[str]:
+    if not values:
+        raise ValueError("event_types must name at least one type or pattern (null: every type)")
+    if len(values) > MAX_EVENT_TYPES:
+        raise ValueError(f"at most {MAX_EVENT_TYPES} event types")
+    for value in values:
+        check_event_pattern(value)
+    return list(dict.fromkeys(values))
+
+
+def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
+    """Whether an endpoint subscribed to ``patterns`` receives ``event_type``. None is every
+    type; ``invoice.*`` is every type that starts with ``invoice.`` (at any depth)."""
+    if patterns is None:
+        return True
+    for pattern in patterns:
+        if pattern.endswith(".*"):
+            if event_type.startswith(pattern[:-1]):
+                return True
+        elif pattern == event_type:
+            return True
+    return False
+
+
+def origin_of(url: str) -> str:
+    """The destination origin a plain task's breaker counts for: scheme://host:port."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSpec:
+    """What a client sets on an endpoint. ``delivery`` is its queue's config (its
+    ``paused`` is ignored here: ``enabled`` says that)."""
+
+    url: str
+    description: str | None = None
+    event_types: tuple[str, ...] | None = None
+    tenant: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delivery: QueueConfig = field(default_factory=QueueConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    state: HealthState
+    consecutive_failures: int = 0
+    failing_since: datetime | None = None
+    last_success_at: datetime | None = None
+    disabled_reason: str | None = None
+    probe_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    id: str
+    spec: EndpointSpec
+    enabled: bool
+    health: Health
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    id: str
+    type: str
+    payload: bytes
+    content_type: str  # application/json for a JSON payload
+    tenant: str | None = None
+    key: str | None = None
+    idempotency_key: str | None = None
+    run_at: datetime | None = None  # None: due now
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    endpoint_id: str
+    task_id: str
+    status: TaskStatus
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: str
+    type: str
+    tenant: str | None
+    key: str | None
+    idempotency_key: str | None
+    payload: bytes
+    content_type: str
+    run_at: datetime
+    created_at: datetime
+    deliveries: list[Delivery]
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    event: Event
+    created: bool  # False: an earlier event had the same idempotency key
+
+
+def health_state(enabled: bool, breaker_open: bool, consecutive_failures: int) -> HealthState:
+    if not enabled:
+        return "disabled"
+    if breaker_open:
+        return "open"
+    return "failing" if consecutive_failures > 0 else "healthy"
