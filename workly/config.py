@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workly.breaker import BreakerRules
 from workly.database_url import SCHEMES, is_sqlite, split_pool_size, sqlite_path
 from workly.errors import ConfigError
 from workly.outbound import OutboundPolicy, parse_allow_list
@@ -99,6 +100,25 @@ class Settings(BaseSettings):
         description="largest API request body, in bytes; refused (413) before it is read whole",
     )
 
+    breaker_threshold: int = Field(
+        default=5,
+        ge=1,
+        description="consecutive failed attempts after which a receiver's circuit breaker opens "
+        "(an endpoint; for plain tasks, a destination origin)",
+    )
+    breaker_cooldown: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="seconds an open breaker holds its tasks before one probe; doubled after each "
+        "failed probe, up to 1 hour",
+    )
+    endpoint_disable_after: float = Field(
+        default=5 * 86400,
+        gt=0,
+        description="seconds an endpoint may fail without a single success before it is disabled",
+    )
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _level_in_any_case(cls, value: object) -> object:
@@ -145,6 +165,13 @@ class Settings(BaseSettings):
 
     def outbound_policy(self) -> OutboundPolicy:
         return OutboundPolicy(parse_allow_list(self.outbound_allow or ""))
+
+    def breaker_rules(self) -> BreakerRules:
+        return BreakerRules(
+            threshold=self.breaker_threshold,
+            cooldown=self.breaker_cooldown,
+            disable_after=self.endpoint_disable_after,
+        )
 
     def signing_secrets(self) -> list[str]:
         return (self.signing_secret or "").split()

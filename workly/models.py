@@ -159,6 +159,7 @@ class AttemptResult:
     breaker: str | None = None  # the task's breaker key
     effect: BreakerEffect | None = None  # what the attempt says about that breaker
     endpoint_id: str | None = None
+    task_id: str = ""  # for what follows the record (Workly's own events)
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,10 @@ class Deliverer:
     def _headers(self, task: ClaimedTask, timestamp: int) -> dict[str, str]:
         """The task's headers, a default user-agent unless it has one, and the signature
         headers, which replace any of the same name whatever its case."""
-        signature = self._signer_for(task).headers(task.id, timestamp, task.body)
+        # An event's deliveries share its id: receivers deduplicate on it across endpoints
+        # and attempts.
+        message_id = task.event_id or task.id
+        signature = self._signer_for(task).headers(message_id, timestamp, task.body)
         headers = {name: value for name, value in task.headers.items() if name.lower() not in signature}
         if not any(name.lower() == "user-agent" for name in headers):
             headers["user-agent"] = USER_AGENT

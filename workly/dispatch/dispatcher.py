@@ -14,9 +14,10 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from workly.batching import GroupCommitter
+from workly.breaker import BreakerRules
 from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge
@@ -26,6 +27,8 @@ from workly.periodic import run_every
 from workly.storage.base import Storage
 
 log = logging.getLogger("workly.dispatch")
+# Told of every recorded batch (the service: wake-ups for freed tasks, Workly's own events).
+RecordObserver = Callable[[Sequence[AttemptResult], RecordSummary], None]
 
 
 class Dispatcher:
@@ -41,8 +44,12 @@ class Dispatcher:
         result_batch_max: int = 500,
         rng: random.Random | None = None,
         metrics: Metrics | None = None,
+        breaker_rules: BreakerRules | None = None,
+        on_recorded: RecordObserver | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
+        self._breaker_rules = breaker_rules or BreakerRules()
+        self._on_recorded = on_recorded
         self._storage = storage
         self._deliverer = deliverer
         self._clock = clock
@@ -183,8 +190,13 @@ class Dispatcher:
             m.first_attempt_latency.labels(task.queue).observe(max(0.0, waited))
 
     async def _record(self, results: Sequence[AttemptResult]) -> list[RecordSummary]:
-        summary = await self._storage.record_results(results, self._clock())
+        summary = await self._storage.record_results(results, self._clock(), self._breaker_rules)
         self._metrics.commit_batch.labels("results").observe(len(results))
+        if self._on_recorded is not None:
+            try:
+                self._on_recorded(results, summary)
+            except Exception:
+                log.exception("handling the outcome of %d recorded result(s) failed", len(results))
         self._metrics.stale_results.inc(summary.stale)
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)

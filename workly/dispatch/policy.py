@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
-from workly.models import AttemptResult, ClaimedTask, Outcome
+from workly.models import AttemptResult, BreakerEffect, ClaimedTask, Outcome
 
 PERMANENT_STATUS = 410
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+# What says an origin is in trouble: a 500 or 4xx on one path of a shared host says
+# nothing about its other paths, a 429 or a gateway's error does.
+ORIGIN_TROUBLE_STATUSES = frozenset({429, 502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,10 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
             response=outcome.response,
             outcome=verdict,
             next_run_at=next_run_at,
+            breaker=task.breaker,
+            effect=breaker_effect(task, outcome),
+            endpoint_id=task.endpoint_id,
+            task_id=task.id,
         )
 
     if code is not None and 200 <= code < 300:
@@ -77,3 +84,22 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
     else:
         delay = backoff_delay(task.attempt, task.min_backoff, task.max_backoff, rng)
     return result("retry", outcome.finished_at + timedelta(seconds=delay))
+
+
+def breaker_effect(task: ClaimedTask, outcome: DeliveryOutcome) -> BreakerEffect | None:
+    """What an attempt says about its receiver (workly/breaker.py). An endpoint's every
+    failure counts against it, and a 410 from it asks to be disabled; a plain task's
+    origin counts only the signs of trouble (no connection, a timeout, 429, 502, 503,
+    504), and any other answer shows it is up. A delivery blocked by the outbound policy
+    never reached the receiver: for an origin it says nothing."""
+    code = outcome.status_code
+    answered = code is not None and 200 <= code < 300
+    if task.endpoint_id is not None:
+        if answered:
+            return "ok"
+        return "gone" if code == PERMANENT_STATUS else "fail"
+    if outcome.permanent and code is None:
+        return None
+    if code is None or code in ORIGIN_TROUBLE_STATUSES:
+        return "fail"
+    return "ok"

@@ -40,6 +40,7 @@ from workly.metrics import Metrics
 from workly.models import Attempt, Enqueued, NewTask, Queue, QueueConfig, Task, TaskStatus, check_queue_config
 from workly.service.enqueuer import Enqueuer
 from workly.service.housekeeping import Housekeeper
+from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
 from workly.signing import Signer
 from workly.storage.base import Storage
 from workly.storage.factory import open_storage
@@ -89,7 +90,7 @@ class _Parts:
     announcer: CoalescedCall
 
 
-class Service:
+class Service(WebhookUseCases):
     def __init__(
         self,
         settings: Settings,
@@ -110,6 +111,7 @@ class Service:
         self._open_storage = storage_opener
         self._http_client = http_client
         self._parts: _Parts | None = None
+        self._own_events: set[asyncio.Task[None]] = set()
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -145,6 +147,7 @@ class Service:
             storage, Deliverer(client, self._signer, clock), clock, max_in_flight=settings.max_in_flight,
             poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
             result_batch_max=settings.result_batch_max, metrics=metrics,
+            breaker_rules=settings.breaker_rules(), on_recorded=self.on_recorded,
         )  # fmt: skip
         housekeeper = Housekeeper(
             storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
@@ -172,6 +175,7 @@ class Service:
             await parts.enqueuer.drain()
             await parts.announcer.drain()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
+            await self.drain_own_events()
         finally:
             self._parts = None
             await parts.client.close()
@@ -212,6 +216,9 @@ class Service:
         alive = parts.dispatcher.alive(self.settings.ready_stall_seconds)
         return Readiness(None, "ok" if alive else "down")
 
+    def _storage(self) -> Storage:
+        return self._started().storage
+
     def _started(self) -> _Parts:
         if self._parts is None:
             raise ServiceNotRunning  # a 503: a request that came too early or too late
@@ -227,6 +234,8 @@ class Service:
         """Store tasks (one request's: one, or a batch) in one transaction shared with
         concurrent requests; TooLarge (nothing stored) if a body is over the limit."""
         check_body_sizes(tasks, self.settings.max_body_bytes)
+        for task in tasks:
+            check_not_endpoint_queue(task.queue)
         return await self._started().enqueuer.enqueue(tasks)
 
     async def get_task(self, task_id: str) -> Task:
@@ -268,6 +277,7 @@ class Service:
 
     async def put_queue(self, name: str, config: QueueConfig) -> tuple[Queue, bool]:
         """Create or replace a queue's config; True when it was created."""
+        check_not_endpoint_queue(name)
         stored = await self._started().storage.put_queue(name, check_queue_config(config), self.clock())
         self.work_available()  # more concurrency, a higher rate, or unpaused
         return stored
@@ -278,6 +288,7 @@ class Service:
         def change(current: QueueConfig) -> QueueConfig:
             return check_queue_config(replace(current, **changes))
 
+        check_not_endpoint_queue(name)
         queue = await self._started().storage.update_queue(name, change, self.clock())
         if not queue.config.paused:
             self.work_available()
@@ -290,10 +301,12 @@ class Service:
         return await self.update_queue(name, {"paused": False})
 
     async def delete_queue(self, name: str) -> None:
+        check_not_endpoint_queue(name)
         await self._started().storage.delete_queue(name)
 
     async def purge_queue(self, name: str) -> int:
         """Delete the queue's ready tasks; how many."""
+        check_not_endpoint_queue(name)
         return await self._started().storage.purge_queue(name)
 
 

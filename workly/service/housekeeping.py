@@ -12,6 +12,9 @@ claim's max_concurrency check). Only claims and results move it, so it cannot dr
 while every process runs this version; the recount repairs it if it ever did (a process
 of an older version running next to this one during an upgrade, a manual change).
 
+Breaker probes: an open circuit breaker holds its receiver's tasks; once its cool-down
+is over, one of them is released as the probe (Storage.release_probes, workly/breaker.py).
+
 Vacuum: on PostgreSQL a task leaves three row versions behind (ready, running,
 finished). Until they are vacuumed, their index entries stay in front of the claim's
 index scan, so every claim gets slower with every task delivered (measured: 0.3 ms
@@ -51,6 +54,7 @@ class Housekeeper:
         auto_vacuum_interval: float = 10.0,
         metrics: Metrics | None = None,
         depth_interval: float = 15.0,
+        probe_interval: float = 0.5,
     ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
         ``auto_vacuum_interval`` seconds if the database does not vacuum by itself."""
@@ -65,6 +69,8 @@ class Housekeeper:
         self._retention = retention
         self._prune_interval = prune_interval
         self._recount_interval = recount_interval
+        self._probe_interval = probe_interval
+        self.probes = 0
         self.recounted = 0
         self.pruned = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -78,6 +84,8 @@ class Housekeeper:
             self._every(self._prune_interval, self._prune, "prune")
         if self._recount_interval > 0:
             self._every(self._recount_interval, self._recount, "recount")
+        if self._probe_interval > 0:
+            self._every(self._probe_interval, self._release_probes, "breaker probes")
         if self._depth_interval > 0:
             self._every(self._depth_interval, self._measure_depths, "queue depths")
         interval = self._vacuum_interval
@@ -107,6 +115,12 @@ class Housekeeper:
             self.reaped += reaped
             self._metrics.reaped.inc(reaped)
             log.warning("returned %d task(s) whose lease expired", reaped)
+            self._work_available()
+
+    async def _release_probes(self) -> None:
+        """Open circuit breakers whose cool-down is over send one held task as a probe."""
+        if released := await self._storage.release_probes(self._clock()):
+            self.probes += released
             self._work_available()
 
     async def _prune(self) -> None:

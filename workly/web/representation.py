@@ -55,6 +55,8 @@ def task_json(task: Task) -> dict[str, Any]:
         "tenant": task.tenant,
         "idempotency_key": task.idempotency_key,
         "timeout": task.timeout,
+        "event_id": task.event_id,
+        "endpoint_id": task.endpoint_id,
     }
 
 
@@ -107,3 +109,7 @@ def decode_cursor(cursor: str) -> int:
     if prefix != "s" or not number.isascii() or not number.isdigit() or int(number) > _MAX_SEQ:
         raise ValueError("invalid cursor")
     return int(number)
+
+
+def time_or_null(value: datetime | None) -> str | None:
+    return None if value is None else _time(value)

@@ -57,7 +57,7 @@ ORDER BY seq;
 WITH event AS (
     INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at)
     VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type,
-            coalesce(:run_at, :now), :now)
+            coalesce(:run_at::timestamptz, :now::timestamptz), :now)
     ON CONFLICT DO NOTHING
     RETURNING id, run_at
 ),
@@ -65,7 +65,7 @@ inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
                        created_at, updated_at, event_id, endpoint_id, breaker, held_run_at)
     SELECT d.task_id, d.endpoint_id, 'ready', d.url, 'POST', d.headers::json, :payload,
-           CASE WHEN b.key IS NULL THEN e.run_at ELSE :held_until END, 0, :key, :now, :now,
+           CASE WHEN b.key IS NULL THEN e.run_at ELSE :held_until::timestamptz END, 0, :key, :now, :now,
            e.id, d.endpoint_id, d.endpoint_id, CASE WHEN b.key IS NOT NULL THEN e.run_at END
     FROM event e
     CROSS JOIN unnest(:task_ids::text[], :endpoint_ids::text[], :urls::text[], :headers::text[])

@@ -1,0 +1,102 @@
+"""Endpoint routes: create, list, read, change, delete, secret, enable/disable/recover,
+and an endpoint's delivery tasks (docs/webhooks.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi.responses import JSONResponse
+
+from workly.api.pages import Cursor, Limit, page_start
+from workly.api.schemas import ShortText
+from workly.api.webhook_schemas import EndpointIn, EndpointPatchIn, RecoverIn
+from workly.errors import EndpointNotFound
+from workly.models import TaskStatus
+from workly.web import representation as rep
+from workly.web.dependencies import ServiceDep
+from workly.web.webhook_representation import endpoint_json
+
+router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
+
+
+def _endpoint_id(endpoint_id: Annotated[str, Path(max_length=64)]) -> str:
+    if "\x00" in endpoint_id:  # no id holds NUL, and PostgreSQL text cannot: a 404 here
+        raise EndpointNotFound(endpoint_id)
+    return endpoint_id
+
+
+EndpointPath = Annotated[str, Depends(_endpoint_id)]
+
+
+@router.post("", status_code=201, summary="Register an endpoint")
+async def create_endpoint(endpoint: EndpointIn, service: ServiceDep) -> JSONResponse:
+    return JSONResponse(endpoint_json(await service.create_endpoint(endpoint.spec())), status_code=201)
+
+
+@router.get("", summary="List endpoints, newest first")
+async def list_endpoints(
+    service: ServiceDep,
+    tenant: Annotated[ShortText | None, Query()] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> JSONResponse:
+    endpoints, next_seq = await service.list_endpoints(tenant, limit, page_start(cursor))
+    return JSONResponse(
+        {"endpoints": [endpoint_json(e) for e in endpoints], "next_cursor": rep.encode_cursor(next_seq)}
+    )
+
+
+@router.get("/{endpoint_id}", summary="Get an endpoint with its health")
+async def get_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
+    return JSONResponse(endpoint_json(await service.get_endpoint(endpoint_id)))
+
+
+@router.patch("/{endpoint_id}", summary="Change some of an endpoint's fields")
+async def patch_endpoint(
+    endpoint_id: EndpointPath, patch: EndpointPatchIn, service: ServiceDep
+) -> JSONResponse:
+    return JSONResponse(endpoint_json(await service.update_endpoint(endpoint_id, patch.changes())))
+
+
+@router.delete("/{endpoint_id}", status_code=204, summary="Delete an endpoint with its pending tasks")
+async def delete_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> Response:
+    await service.delete_endpoint(endpoint_id)
+    return Response(status_code=204)
+
+
+@router.get("/{endpoint_id}/secret", summary="Read an endpoint's signing secret(s)")
+async def endpoint_secret(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
+    return JSONResponse({"signing_secret": await service.endpoint_secret(endpoint_id)})
+
+
+@router.post("/{endpoint_id}/enable", summary="Enable an endpoint: its held tasks flow again")
+async def enable_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
+    return JSONResponse(endpoint_json(await service.enable_endpoint(endpoint_id)))
+
+
+@router.post("/{endpoint_id}/disable", summary="Disable an endpoint: no new events, its pending tasks held")
+async def disable_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
+    return JSONResponse(endpoint_json(await service.disable_endpoint(endpoint_id)))
+
+
+@router.post("/{endpoint_id}/recover", summary="Re-enqueue the endpoint's tasks that failed since a time")
+async def recover_endpoint(
+    endpoint_id: EndpointPath, recover: RecoverIn, service: ServiceDep
+) -> JSONResponse:
+    recovered = await service.recover_endpoint(endpoint_id, recover.since)
+    return JSONResponse({"recovered": recovered})
+
+
+@router.get("/{endpoint_id}/tasks", summary="List an endpoint's delivery tasks, newest first")
+async def list_endpoint_tasks(
+    endpoint_id: EndpointPath,
+    service: ServiceDep,
+    status: TaskStatus | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> JSONResponse:
+    tasks, next_seq = await service.list_endpoint_tasks(endpoint_id, status, limit, page_start(cursor))
+    return JSONResponse(
+        {"tasks": [rep.task_json(t) for t in tasks], "next_cursor": rep.encode_cursor(next_seq)}
+    )

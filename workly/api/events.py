@@ -1,0 +1,59 @@
+"""Event routes: publish (fan out to the matching endpoints), read, list (docs/webhooks.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi.responses import JSONResponse
+
+from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN
+from workly.api.pages import Cursor, Limit, page_start
+from workly.api.schemas import ShortText
+from workly.api.webhook_schemas import EventIn
+from workly.errors import EventNotFound
+from workly.web import representation as rep
+from workly.web.dependencies import ServiceDep
+from workly.web.problems import problem
+from workly.web.webhook_representation import event_json
+
+router = APIRouter(prefix="/v1/events", tags=["events"])
+
+
+def _event_id(event_id: Annotated[str, Path(max_length=64)]) -> str:
+    if "\x00" in event_id:
+        raise EventNotFound(event_id)
+    return event_id
+
+
+@router.post("", status_code=201, summary="Publish an event to every subscribed endpoint")
+async def publish_event(
+    event: EventIn,
+    service: ServiceDep,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=255, pattern=f"^{IDEMPOTENCY_KEY_PATTERN}$")
+    ] = None,
+) -> JSONResponse:
+    if idempotency_key and event.idempotency_key and idempotency_key != event.idempotency_key:
+        return problem(422, "The Idempotency-Key header and the idempotency_key field differ.")
+    published = await service.publish(event.new_event(service.now(), idempotency_key))
+    return JSONResponse(event_json(published.event), status_code=201 if published.created else 200)
+
+
+@router.get("", summary="List events, newest first")
+async def list_events(
+    service: ServiceDep,
+    type: Annotated[str | None, Query(max_length=128)] = None,
+    tenant: Annotated[ShortText | None, Query()] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> JSONResponse:
+    events, next_seq = await service.list_events(type, tenant, limit, page_start(cursor))
+    return JSONResponse(
+        {"events": [event_json(e) for e in events], "next_cursor": rep.encode_cursor(next_seq)}
+    )
+
+
+@router.get("/{event_id}", summary="Get an event with each delivery's status")
+async def get_event(event_id: Annotated[str, Depends(_event_id)], service: ServiceDep) -> JSONResponse:
+    return JSONResponse(event_json(await service.get_event(event_id)))

@@ -1,0 +1,192 @@
+"""Request bodies of the webhook platform's routes (endpoints, events); unknown fields are
+rejected, like every request body of API v1."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
+
+from workly.api.schemas import RUN_AT_MAX, RUN_AT_MIN, ShortText, SigningSecrets, _Strict
+from workly.ids import new_id
+from workly.models import MIN_RATE_LIMIT, QueueConfig
+from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
+from workly.webhooks import MAX_EVENT_TYPE, EndpointSpec, NewEvent, check_event_patterns, check_event_type
+
+EventPatterns = Annotated[list[str], AfterValidator(check_event_patterns)]
+Description = Annotated[str, Field(max_length=1024)]
+
+
+class EndpointIn(_Strict):
+    """A new endpoint: fields left out take their defaults (a queue's, for delivery)."""
+
+    url: str = Field(max_length=MAX_URL_LENGTH, description="http(s) URL events are delivered to")
+    description: Description | None = None
+    event_types: EventPatterns | None = Field(
+        default=None, description="exact types (invoice.paid) or prefixes (invoice.*); null: every type"
+    )
+    tenant: ShortText | None = Field(default=None, description="receives only this tenant's events")
+    headers: dict[str, str] = Field(default_factory=dict, description="added to every delivery")
+    signing_secret: SigningSecrets | None = Field(
+        default=None, description="whsec_ secrets, space separated; generated when absent; write-only"
+    )
+    max_concurrency: int = Field(default=3, ge=1, le=10_000)
+    rate_limit: float | None = Field(default=None, ge=MIN_RATE_LIMIT, le=1_000_000)
+    max_attempts: int = Field(default=10, ge=1, le=1000)
+    min_backoff: float = Field(default=1.0, ge=0, le=86_400)
+    max_backoff: float = Field(default=3600.0, ge=0, le=30 * 86_400)
+    timeout: float = Field(default=30.0, gt=0, le=3600)
+    ordering: Literal["none", "key"] = "none"
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_headers(value)
+
+    def spec(self) -> EndpointSpec:
+        return EndpointSpec(
+            url=self.url,
+            description=self.description,
+            event_types=None if self.event_types is None else tuple(self.event_types),
+            tenant=self.tenant,
+            headers=self.headers,
+            delivery=QueueConfig(
+                max_concurrency=self.max_concurrency,
+                rate_limit=self.rate_limit,
+                max_attempts=self.max_attempts,
+                min_backoff=self.min_backoff,
+                max_backoff=self.max_backoff,
+                timeout=self.timeout,
+                ordering=self.ordering,
+                signing_secret=self.signing_secret,
+            ),
+        )
+
+
+_NULLABLE = frozenset({"description", "event_types", "tenant", "rate_limit", "signing_secret"})
+
+
+class EndpointPatchIn(_Strict):
+    """Some fields: only the fields given change. ``signing_secret: null`` makes a new one."""
+
+    url: str | None = Field(default=None, max_length=MAX_URL_LENGTH)
+    description: Description | None = None
+    event_types: EventPatterns | None = None
+    tenant: ShortText | None = None
+    headers: dict[str, str] | None = None
+    signing_secret: SigningSecrets | None = None
+    max_concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    rate_limit: float | None = Field(default=None, ge=MIN_RATE_LIMIT, le=1_000_000)
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    min_backoff: float | None = Field(default=None, ge=0, le=86_400)
+    max_backoff: float | None = Field(default=None, ge=0, le=30 * 86_400)
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+    ordering: Literal["none", "key"] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return None if value is None else check_headers(value)
+
+    @model_validator(mode="after")
+    def _no_null_where_a_value_is_needed(self) -> EndpointPatchIn:
+        for name in self.model_fields_set - _NULLABLE:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        found = {name: getattr(self, name) for name in self.model_fields_set}
+        if found.get("event_types") is not None:
+            found["event_types"] = tuple(found["event_types"])
+        return found
+
+
+class RecoverIn(_Strict):
+    since: datetime = Field(description="RFC 3339: tasks that failed at or after this time are re-enqueued")
+
+    @field_validator("since")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("since needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
+        return value
+
+
+class EventIn(_Strict):
+    type: str = Field(max_length=MAX_EVENT_TYPE, description="such as invoice.paid")
+    payload: JsonValue = Field(default=None, description="any JSON value, delivered as compact JSON")
+    payload_base64: str | None = Field(default=None, description="raw payload bytes, base64")
+    tenant: ShortText | None = None
+    key: ShortText | None = Field(default=None, description="ordering key on each endpoint")
+    idempotency_key: ShortText | None = None
+    delay: float | None = Field(default=None, ge=0, le=366 * 86400, description="seconds from now")
+    run_at: datetime | None = Field(default=None, description="RFC 3339 time with an offset")
+
+    @field_validator("type")
+    @classmethod
+    def _valid_type(cls, value: str) -> str:
+        return check_event_type(value)
+
+    @field_validator("payload_base64")
+    @classmethod
+    def _valid_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except binascii.Error:
+                raise ValueError("payload_base64 is not valid base64") from None
+        return value
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware_and_in_range(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
+        if not RUN_AT_MIN <= value < RUN_AT_MAX:
+            raise ValueError("run_at must fall in the years 1970 to 2999 (UTC)")
+        return value
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> EventIn:
+        if "payload" in self.model_fields_set and self.payload_base64 is not None:
+            raise ValueError("give either payload or payload_base64, not both")
+        if "payload" not in self.model_fields_set and self.payload_base64 is None:
+            raise ValueError("give payload (any JSON) or payload_base64")
+        if self.delay is not None and self.run_at is not None:
+            raise ValueError("give either delay or run_at, not both")
+        return self
+
+    def new_event(self, now: datetime, idempotency_header: str | None) -> NewEvent:
+        if self.payload_base64 is not None:
+            payload, content_type = base64.b64decode(self.payload_base64), "application/octet-stream"
+        else:
+            payload = json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode()
+            content_type = "application/json"
+        run_at = self.run_at if self.delay is None else now + timedelta(seconds=self.delay)
+        return NewEvent(
+            id=new_id("evt"),
+            type=self.type,
+            payload=payload,
+            content_type=content_type,
+            tenant=self.tenant,
+            key=self.key,
+            idempotency_key=self.idempotency_key or idempotency_header,
+            run_at=run_at,
+        )
