@@ -16,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from workly.models import TASK_STATUSES, Queue
+from workly.webhooks import HEALTH_STATES as ENDPOINT_STATES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -81,6 +82,23 @@ class Metrics:
             "workly_queue_tasks", "Tasks per queue and status (refreshed periodically)", ["queue", "status"],
             registry=r, multiprocess_mode="livemostrecent",
         )  # fmt: skip
+
+        self.endpoint_deliveries = Counter(
+            "workly_endpoint_deliveries", "Event delivery attempts by endpoint and outcome",
+            ["endpoint", "outcome"], registry=r,
+        )  # fmt: skip
+        self.breaker_transitions = Counter(
+            "workly_breaker_transitions", "Circuit breakers that opened (to=open) or closed (to=closed)",
+            ["to"], registry=r,
+        )  # fmt: skip
+        self.endpoints = Gauge(
+            "workly_endpoints", "Endpoints by health state (refreshed periodically)", ["state"],
+            registry=r, multiprocess_mode="livemostrecent",
+        )  # fmt: skip
+
+    def set_endpoint_states(self, counts: Mapping[str, int]) -> None:
+        for state in ENDPOINT_STATES:
+            self.endpoints.labels(state).set(counts.get(state, 0))
 
     def set_queue_depths(self, queues: Iterable[Queue]) -> None:
         measured: set[tuple[str, str]] = set()

@@ -168,6 +168,8 @@ class RecordSummary:
     stale: int  # results refused because their lease was no longer current
     released: int = 0  # held tasks freed because their breaker closed
     disabled: tuple[tuple[str, str], ...] = ()  # (endpoint id, reason) disabled by these results
+    opened: int = 0  # breakers these results opened
+    closed: int = 0  # … and closed
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ MAX_EVENT_TYPE = 128
 MAX_EVENT_TYPES = 100
 WORKLY_EVENT_PREFIX = "workly."
 HealthState = Literal["healthy", "failing", "open", "disabled"]
+HEALTH_STATES: tuple[HealthState, ...] = ("healthy", "failing", "open", "disabled")
 
 
 def check_event_type(value: str) -> str:
@@ -33,6 +34,18 @@ def check_event_type(value: str) -> str:
             f"event type {value!r} must be dot-separated words of letters, digits, '_' or '-' "
             f"(at most {MAX_EVENT_TYPE} characters), such as invoice.paid"
         )
+    return value
+
+
+def is_workly_event(event_type: str) -> bool:
+    return event_type.startswith(WORKLY_EVENT_PREFIX)
+
+
+def check_published_type(value: str) -> str:
+    """An event type a client may publish: ``workly.*`` is Workly's own."""
+    check_event_type(value)
+    if is_workly_event(value):
+        raise ValueError("event types starting with 'workly.' are Workly's own; choose another prefix")
     return value
 
 
@@ -59,9 +72,11 @@ def check_event_patterns(values: list[str]) -> list[str]:
 
 def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
     """Whether an endpoint subscribed to ``patterns`` receives ``event_type``. None is every
-    type; ``invoice.*`` is every type that starts with ``invoice.`` (at any depth)."""
+    type but Workly's own (``workly.*`` tells of other endpoints: only an endpoint that
+    names it gets it); ``invoice.*`` is every type that starts with ``invoice.`` (at any
+    depth)."""
     if patterns is None:
-        return True
+        return not is_workly_event(event_type)
     for pattern in patterns:
         if pattern.endswith(".*"):
             if event_type.startswith(pattern[:-1]):
@@ -75,7 +90,10 @@ def origin_of(url: str) -> str:
     """The destination origin a plain task's breaker counts for: scheme://host:port."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 address, bracketed as in a URL
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,8 @@ async def test_a_failing_workly_subscriber_never_makes_notices_about_its_own_not
     # One notice (the invoice delivery failed); it fails too, and that makes no new notice.
     await receiver.wait_for("/ops", 1)
     await wait_until(lambda: _settled(http, ops["id"]))
-    await service.drain_own_events()  # whatever that failure was going to publish, it has
+    await service.dispatcher.settle()  # every result recorded, so every notice it makes begun,
+    await service.drain_own_events()  # and published
     events = (await http.get("/v1/events", params={"type": "workly.task.failed"})).json()["events"]
     assert len(events) == 1
 
@@ -156,3 +157,29 @@ async def test_a_failing_workly_subscriber_never_makes_notices_about_its_own_not
 async def _settled(http: httpx.AsyncClient, endpoint_id: str) -> bool:
     tasks = (await http.get(f"/v1/endpoints/{endpoint_id}/tasks")).json()["tasks"]
     return bool(tasks) and all(t["status"] == "failed" for t in tasks)
+
+
+async def test_plain_tasks_get_a_breaker_per_origin(
+    workly: tuple[Service, httpx.AsyncClient], receiver: Receiver
+) -> None:
+    """Only the signs of an origin in trouble count (here 503); while its breaker is open its
+    tasks wait and spend no attempts, and another origin's tasks flow."""
+    _, http = workly
+    await http.put("/v1/queues/plain", json={"max_concurrency": 1})
+    receiver.script("/flaky", [500, 500, 503, 503, 503, 503])  # two 500s count for nothing
+    async with running_receiver() as elsewhere:
+        tasks = [{"url": receiver.url("/flaky"), "body": {"n": n}} for n in range(10)]
+        tasks += [{"url": elsewhere.url("/ok"), "body": {"n": n}} for n in range(5)]
+        response = await http.post("/v1/queues/plain/tasks/batch", json={"tasks": tasks})
+        assert response.status_code == 201, response.text
+        await elsewhere.wait_for("/ok", 5)
+        # 2 × 500, 3 × 503 open the breaker, one failed probe (503), then all ten once.
+        await receiver.wait_for("/flaky", 16, timeout=30)
+    flaky = receiver.at("/flaky")
+    assert len(flaky) == 16
+    # The third 503 opened the breaker: the next attempt (the probe) waited out the
+    # cool-down, where without a breaker the other nine tasks would have gone at once.
+    assert flaky[5].at - flaky[4].at >= 0.2
+    assert flaky[6].at - flaky[5].at >= 0.4  # the failed probe doubled it
+    listed = (await http.get("/v1/queues/plain/tasks", params={"limit": 100})).json()["tasks"]
+    assert sum(t["attempts"] for t in listed if "/flaky" in t["url"]) == 16

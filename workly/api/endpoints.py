@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from workly.api.pages import Cursor, Limit, page_start
+from workly.api.pages import Cursor, Limit, page
 from workly.api.schemas import ShortText
 from workly.api.webhook_schemas import EndpointIn, EndpointPatchIn, RecoverIn
 from workly.errors import EndpointNotFound
@@ -41,9 +41,8 @@ async def list_endpoints(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> JSONResponse:
-    endpoints, next_seq = await service.list_endpoints(tenant, limit, page_start(cursor))
-    return JSONResponse(
-        {"endpoints": [endpoint_json(e) for e in endpoints], "next_cursor": rep.encode_cursor(next_seq)}
+    return await page(
+        "endpoints", cursor, lambda before: service.list_endpoints(tenant, limit, before), endpoint_json
     )
 
 
@@ -96,7 +95,9 @@ async def list_endpoint_tasks(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> JSONResponse:
-    tasks, next_seq = await service.list_endpoint_tasks(endpoint_id, status, limit, page_start(cursor))
-    return JSONResponse(
-        {"tasks": [rep.task_json(t) for t in tasks], "next_cursor": rep.encode_cursor(next_seq)}
+    return await page(
+        "tasks",
+        cursor,
+        lambda before: service.list_endpoint_tasks(endpoint_id, status, limit, before),
+        rep.task_json,
     )

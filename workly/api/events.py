@@ -8,14 +8,14 @@ from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.responses import JSONResponse
 
 from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN
-from workly.api.pages import Cursor, Limit, page_start
+from workly.api.pages import Cursor, Limit, page
 from workly.api.schemas import ShortText
 from workly.api.webhook_schemas import EventIn
 from workly.errors import EventNotFound
-from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.problems import problem
 from workly.web.webhook_representation import event_json
+from workly.webhooks import EVENT_TYPE, MAX_EVENT_TYPE
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 
@@ -43,14 +43,13 @@ async def publish_event(
 @router.get("", summary="List events, newest first")
 async def list_events(
     service: ServiceDep,
-    type: Annotated[str | None, Query(max_length=128)] = None,
+    type: Annotated[str | None, Query(max_length=MAX_EVENT_TYPE, pattern=f"^{EVENT_TYPE}$")] = None,
     tenant: Annotated[ShortText | None, Query()] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> JSONResponse:
-    events, next_seq = await service.list_events(type, tenant, limit, page_start(cursor))
-    return JSONResponse(
-        {"events": [event_json(e) for e in events], "next_cursor": rep.encode_cursor(next_seq)}
+    return await page(
+        "events", cursor, lambda before: service.list_events(type, tenant, limit, before), event_json
     )
 
 

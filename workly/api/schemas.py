@@ -25,6 +25,7 @@ from workly.ids import new_task_id
 from workly.models import MIN_RATE_LIMIT, NewTask
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import decode_secret
+from workly.webhooks import origin_of
 
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_AT_MAX = datetime(3000, 1, 1, tzinfo=UTC)
@@ -55,6 +56,31 @@ def _reject_surrogates(value: Any) -> None:
     elif isinstance(value, list):
         for item in value:
             _reject_surrogates(item)
+
+
+def check_base64(value: str | None, field: str) -> str | None:
+    if value is not None:
+        try:
+            base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise ValueError(f"{field} is not valid base64") from None
+    return value
+
+
+def check_run_at(value: datetime | None) -> datetime | None:
+    """An RFC 3339 time with an offset, within the years 1970-2999, as UTC (as Workly keeps
+    and shows every time)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
+    try:
+        in_utc = value.astimezone(UTC)
+    except OverflowError:
+        in_utc = None
+    if in_utc is None or not RUN_AT_MIN <= in_utc < RUN_AT_MAX:
+        raise ValueError("run_at must fall in the years 1970 to 2999 (UTC)")
+    return in_utc
 
 
 class _Strict(BaseModel):
@@ -100,27 +126,12 @@ class TaskIn(_Strict):
     @field_validator("body_base64")
     @classmethod
     def _valid_base64(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                base64.b64decode(value, validate=True)
-            except binascii.Error:
-                raise ValueError("body_base64 is not valid base64") from None
-        return value
+        return check_base64(value, "body_base64")
 
     @field_validator("run_at")
     @classmethod
     def _aware_and_in_range(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
-        try:
-            in_utc = value.astimezone(UTC)
-        except OverflowError:
-            in_utc = None
-        if in_utc is None or not RUN_AT_MIN <= in_utc < RUN_AT_MAX:
-            raise ValueError("run_at must fall in the years 1970 to 2999 (UTC)")
-        return in_utc
+        return check_run_at(value)
 
     @model_validator(mode="after")
     def _exclusive_and_encoded(self) -> TaskIn:
@@ -156,6 +167,7 @@ class TaskIn(_Strict):
             idempotency_key=self.idempotency_key or idempotency_header,
             max_attempts=self.max_attempts,
             timeout=self.timeout,
+            breaker=origin_of(self.url),  # its destination origin's circuit breaker
         )
 
 

@@ -4,21 +4,30 @@ rejected, like every request body of API v1."""
 from __future__ import annotations
 
 import base64
-import binascii
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
+from pydantic import AfterValidator, Field, JsonValue, PrivateAttr, field_validator, model_validator
 
-from workly.api.schemas import RUN_AT_MAX, RUN_AT_MIN, ShortText, SigningSecrets, _Strict
+from workly.api.schemas import (
+    RUN_AT_MAX,
+    RUN_AT_MIN,
+    ShortText,
+    SigningSecrets,
+    _Strict,
+    check_base64,
+    check_run_at,
+)
 from workly.ids import new_id
 from workly.models import MIN_RATE_LIMIT, QueueConfig
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
-from workly.webhooks import MAX_EVENT_TYPE, EndpointSpec, NewEvent, check_event_patterns, check_event_type
+from workly.webhooks import MAX_EVENT_TYPE, EndpointSpec, NewEvent, check_event_patterns, check_published_type
 
 EventPatterns = Annotated[list[str], AfterValidator(check_event_patterns)]
-Description = Annotated[str, Field(max_length=1024)]
+# Free text for people: line breaks and tabs, but no other control character (PostgreSQL
+# text cannot even hold NUL).
+Description = Annotated[str, Field(max_length=1024, pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$")]
 
 
 class EndpointIn(_Strict):
@@ -124,7 +133,14 @@ class RecoverIn(_Strict):
     def _aware(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("since needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
-        return value
+        # No task fails before 1970 or after 2999: a time beyond them means the same as
+        # those bounds, which every database can hold (0001-01-01T00:00:00+01:00 is not even
+        # a year in UTC).
+        try:
+            in_utc = value.astimezone(UTC)
+        except OverflowError:
+            return RUN_AT_MIN if value.year == 1 else RUN_AT_MAX
+        return min(max(in_utc, RUN_AT_MIN), RUN_AT_MAX)
 
 
 class EventIn(_Strict):
@@ -136,32 +152,22 @@ class EventIn(_Strict):
     idempotency_key: ShortText | None = None
     delay: float | None = Field(default=None, ge=0, le=366 * 86400, description="seconds from now")
     run_at: datetime | None = Field(default=None, description="RFC 3339 time with an offset")
+    _encoded: tuple[bytes, str] | None = PrivateAttr(default=None)
 
     @field_validator("type")
     @classmethod
     def _valid_type(cls, value: str) -> str:
-        return check_event_type(value)
+        return check_published_type(value)
 
     @field_validator("payload_base64")
     @classmethod
     def _valid_base64(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                base64.b64decode(value, validate=True)
-            except binascii.Error:
-                raise ValueError("payload_base64 is not valid base64") from None
-        return value
+        return check_base64(value, "payload_base64")
 
     @field_validator("run_at")
     @classmethod
     def _aware_and_in_range(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
-        if not RUN_AT_MIN <= value < RUN_AT_MAX:
-            raise ValueError("run_at must fall in the years 1970 to 2999 (UTC)")
-        return value
+        return check_run_at(value)
 
     @model_validator(mode="after")
     def _exclusive(self) -> EventIn:
@@ -171,14 +177,13 @@ class EventIn(_Strict):
             raise ValueError("give payload (any JSON) or payload_base64")
         if self.delay is not None and self.run_at is not None:
             raise ValueError("give either delay or run_at, not both")
+        # Encoded once, here: a payload that cannot be encoded is a 422, not a 500 later.
+        self._encoded = _encode_payload(self.payload, self.payload_base64)
         return self
 
     def new_event(self, now: datetime, idempotency_header: str | None) -> NewEvent:
-        if self.payload_base64 is not None:
-            payload, content_type = base64.b64decode(self.payload_base64), "application/octet-stream"
-        else:
-            payload = json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode()
-            content_type = "application/json"
+        assert self._encoded is not None
+        payload, content_type = self._encoded
         run_at = self.run_at if self.delay is None else now + timedelta(seconds=self.delay)
         return NewEvent(
             id=new_id("evt"),
@@ -190,3 +195,15 @@ class EventIn(_Strict):
             idempotency_key=self.idempotency_key or idempotency_header,
             run_at=run_at,
         )
+
+
+def _encode_payload(payload: JsonValue, payload_base64: str | None) -> tuple[bytes, str]:
+    """The bytes delivered and their content type."""
+    if payload_base64 is not None:
+        return base64.b64decode(payload_base64), "application/octet-stream"
+    try:
+        encoded = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        # Python's JSON parser takes NaN and Infinity; JSON does not, so no receiver could.
+        raise ValueError("payload must not contain NaN or Infinity (not JSON)") from None
+    return encoded.encode(), "application/json"

@@ -14,7 +14,7 @@ from workly.models import is_queue_name
 
 DEFAULT_SERVER = "http://127.0.0.1:7337"
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # a token is sent as it is, in a header
-_NOT_IN_TASK_ID = re.compile(r"[\x00-\x1f\x7f]|/")  # control characters, and a path separator
+_NOT_IN_ID = re.compile(r"[\x00-\x1f\x7f]|/")  # control characters, and a path separator
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 
@@ -74,11 +74,57 @@ class ApiClient:
     def set_paused(self, queue: str, paused: bool) -> dict[str, Any]:
         return self._call("POST", f"/v1/queues/{_queue(queue)}/{'pause' if paused else 'resume'}")
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    # Endpoints and events (the webhook platform).
+
+    def endpoints(self, tenant: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
+        params = {"tenant": tenant, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/v1/endpoints", params={k: v for k, v in params.items() if v is not None})
+
+    def endpoint(self, endpoint_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/endpoints/{_endpoint(endpoint_id)}")
+
+    def endpoint_secret(self, endpoint_id: str) -> str:
+        secret: str = self._call("GET", f"/v1/endpoints/{_endpoint(endpoint_id)}/secret")["signing_secret"]
+        return secret
+
+    def create_endpoint(self, endpoint: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/endpoints", json=endpoint)
+
+    def set_enabled(self, endpoint_id: str, enabled: bool) -> dict[str, Any]:
+        action = "enable" if enabled else "disable"
+        return self._call("POST", f"/v1/endpoints/{_endpoint(endpoint_id)}/{action}")
+
+    def delete_endpoint(self, endpoint_id: str) -> None:
+        self._call("DELETE", f"/v1/endpoints/{_endpoint(endpoint_id)}", empty=True)
+
+    def publish(self, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The event as stored, and whether it is new (False: an idempotency key matched)."""
+        response = self._request("POST", "/v1/events", json=event)
+        return self._answer(response), response.status_code == 201
+
+    def events(
+        self, event_type: str | None, tenant: str | None, limit: int, cursor: str | None
+    ) -> dict[str, Any]:
+        params = {"type": event_type, "tenant": tenant, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/v1/events", params={k: v for k, v in params.items() if v is not None})
+
+    def event(self, event_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/events/{_id(event_id, 'an event id (evt_…)')}")
+
+    def _call(self, method: str, path: str, *, empty: bool = False, **kwargs: Any) -> dict[str, Any]:
+        """The JSON object the server answered; ``empty``: a success without a body is {}."""
+        response = self._request(method, path, **kwargs)
+        if empty and response.is_success and not response.content:
+            return {}
+        return self._answer(response)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ClientError(f"cannot reach {self._server}: {exc or type(exc).__name__}") from None
+
+    def _answer(self, response: httpx.Response) -> dict[str, Any]:
         try:
             body = response.json()
         except ValueError:
@@ -95,9 +141,18 @@ def _queue(name: str) -> str:
 
 
 def _task(task_id: str) -> str:
-    if not 0 < len(task_id) <= 64 or _NOT_IN_TASK_ID.search(task_id):
-        raise InputError(f"{task_id!r} is not a task id (task_…)")
-    return _segment(task_id)
+    return _id(task_id, "a task id (task_…)")
+
+
+def _endpoint(endpoint_id: str) -> str:
+    return _id(endpoint_id, "an endpoint id (ep_…)")
+
+
+def _id(value: str, what: str) -> str:
+    """An id as one path segment; what no id can be is refused here, before any request."""
+    if not 0 < len(value) <= 64 or _NOT_IN_ID.search(value):
+        raise InputError(f"{value!r} is not {what}")
+    return _segment(value)
 
 
 def _segment(value: str) -> str:

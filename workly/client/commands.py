@@ -4,27 +4,17 @@ with --json. Exit status 1 when the server refuses or cannot be reached, 2 for b
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from workly.client import render
-from workly.client.api import DEFAULT_SERVER, ApiClient, ClientError
+from workly.client.api import DEFAULT_SERVER, ApiClient
+from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
 from workly.client.inputs import InputError, parse_delay, parse_headers, read_data
 from workly.models import TASK_STATUSES
 
-Server = Annotated[
-    str, typer.Option("--server", envvar="WORKLY_SERVER", help="Workly's base URL", show_default=True)
-]
-Token = Annotated[
-    str | None,
-    typer.Option(
-        "--token", envvar="WORKLY_TOKEN", help="an API token (WORKLY_API_TOKENS)", show_default=False
-    ),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="print the API's JSON instead of a table")]
 Status = Annotated[str | None, typer.Option(help=f"only tasks of this status: {', '.join(TASK_STATUSES)}")]
 TaskId = Annotated[str, typer.Argument(help="task id (task_…)")]
 QueueName = Annotated[str, typer.Argument(help="queue name")]
@@ -60,30 +50,25 @@ def enqueue(
         if header:
             body["headers"] = parse_headers(header)
     except InputError as exc:
-        _usage_error(str(exc))
+        usage_error(str(exc))
     optional = {"key": key, "tenant": tenant, "priority": priority, "max_attempts": max_attempts}
     body.update({name: value for name, value in optional.items() if value is not None})
-    stored = _ask(server, token, lambda api: api.enqueue(queue, body))
-    _print(stored, as_json, render.enqueued)
+    stored = ask(server, token, lambda api: api.enqueue(queue, body))
+    show(stored, as_json, render.enqueued)
 
 
 def tasks(
     queue: Annotated[str | None, typer.Option(help="only this queue's tasks")] = None,
     status: Status = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="tasks per page")] = 20,
-    cursor: Annotated[str | None, typer.Option(help="next page: the cursor a previous page printed")] = None,
+    cursor: Cursor = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
     """List tasks, newest first."""
-    page = _ask(server, token, lambda api: api.tasks(queue, status, limit, cursor))
-    if as_json:
-        typer.echo(json.dumps(page, indent=2))
-        return
-    typer.echo(render.task_rows(page["tasks"]) if page["tasks"] else "no tasks")
-    if page["next_cursor"]:
-        typer.echo(f"more: --cursor {page['next_cursor']}")
+    page = ask(server, token, lambda api: api.tasks(queue, status, limit, cursor))
+    show_page(page, "tasks", as_json, render.task_rows)
 
 
 def task(
@@ -94,57 +79,42 @@ def task(
     def both(api: ApiClient) -> dict[str, Any]:
         return {"task": api.task(task_id), "attempts": api.attempts(task_id)}
 
-    found = _ask(server, token, both)
-    _print(found, as_json, lambda f: render.task_detail(f["task"], f["attempts"]))
+    found = ask(server, token, both)
+    show(found, as_json, lambda f: render.task_detail(f["task"], f["attempts"]))
 
 
 def queues(server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False) -> None:
     """List queues with their task counts."""
-    found = _ask(server, token, lambda api: {"queues": api.queues()})
-    _print(found, as_json, lambda f: render.queue_rows(f["queues"]) if f["queues"] else "no queues")
+    found = ask(server, token, lambda api: {"queues": api.queues()})
+    show(found, as_json, lambda f: render.queue_rows(f["queues"]) if f["queues"] else "no queues")
 
 
 def retry(
     task_id: TaskId, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
 ) -> None:
     """Re-enqueue a failed or canceled task, due now."""
-    _print(_ask(server, token, lambda api: api.retry(task_id)), as_json, _task_line("ready again"))
+    show(ask(server, token, lambda api: api.retry(task_id)), as_json, _task_line("ready again"))
 
 
 def cancel(
     task_id: TaskId, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
 ) -> None:
     """Cancel a task that is waiting to be delivered."""
-    _print(_ask(server, token, lambda api: api.cancel(task_id)), as_json, _task_line("canceled"))
+    show(ask(server, token, lambda api: api.cancel(task_id)), as_json, _task_line("canceled"))
 
 
 def pause(
     queue: QueueName, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
 ) -> None:
     """Stop delivering a queue's tasks (they stay queued)."""
-    _print(_ask(server, token, lambda api: api.set_paused(queue, True)), as_json, _queue_line("paused"))
+    show(ask(server, token, lambda api: api.set_paused(queue, True)), as_json, _queue_line("paused"))
 
 
 def resume(
     queue: QueueName, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
 ) -> None:
     """Start delivering a paused queue's tasks again."""
-    _print(_ask(server, token, lambda api: api.set_paused(queue, False)), as_json, _queue_line("resumed"))
-
-
-def _ask(server: str, token: str | None, call: Callable[[ApiClient], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        with ApiClient(server, token) as api:
-            return call(api)
-    except InputError as exc:
-        _usage_error(str(exc))
-    except ClientError as exc:
-        typer.echo(f"workly: {exc}", err=True)
-        raise typer.Exit(code=1) from None
-
-
-def _print(found: dict[str, Any], as_json: bool, as_text: Callable[[dict[str, Any]], str]) -> None:
-    typer.echo(json.dumps(found, indent=2) if as_json else as_text(found))
+    show(ask(server, token, lambda api: api.set_paused(queue, False)), as_json, _queue_line("resumed"))
 
 
 def _task_line(done: str) -> Callable[[dict[str, Any]], str]:
@@ -153,8 +123,3 @@ def _task_line(done: str) -> Callable[[dict[str, Any]], str]:
 
 def _queue_line(done: str) -> Callable[[dict[str, Any]], str]:
     return lambda q: f"queue {q['name']} {done}"
-
-
-def _usage_error(reason: str) -> NoReturn:
-    typer.echo(f"workly: {reason}", err=True)
-    raise typer.Exit(code=2)

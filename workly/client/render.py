@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -108,3 +110,110 @@ def task_detail(task: dict[str, Any], attempts: Sequence[dict[str, Any]]) -> str
         ],
     )  # fmt: skip
     return f"{summary}\n\n{listed}"
+
+
+# Endpoints and events (the webhook platform).
+
+_PAYLOAD_MAX = 300
+
+
+def event_types(endpoint: dict[str, Any]) -> str:
+    """The types an endpoint subscribes to, comma separated; ``*`` for every type."""
+    types: list[str] | None = endpoint["event_types"]
+    return "*" if types is None else ",".join(types)
+
+
+def endpoint_rows(endpoints: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["ID", "STATE", "URL", "EVENTS", "TENANT", "FAILURES", "LAST SUCCESS"],
+        [
+            [
+                e["id"], e["health"]["state"], e["url"], event_types(e), e["tenant"],
+                e["health"]["consecutive_failures"], short_time(e["health"]["last_success_at"]),
+            ]
+            for e in endpoints
+        ],
+    )  # fmt: skip
+
+
+def endpoint_detail(endpoint: dict[str, Any], secret: str | None = None) -> str:
+    health = endpoint["health"]
+    rate = endpoint["rate_limit"]
+    pairs: list[tuple[str, object]] = [
+        ("id", endpoint["id"]), ("url", endpoint["url"]), ("description", endpoint["description"]),
+        ("state", health["state"]), ("event types", event_types(endpoint)), ("tenant", endpoint["tenant"]),
+        ("headers", "; ".join(f"{name}: {value}" for name, value in endpoint["headers"].items())),
+        ("failures", health["consecutive_failures"]), ("failing since", short_time(health["failing_since"])),
+        ("last success", short_time(health["last_success_at"])),
+        ("disabled reason", health["disabled_reason"]), ("probe at", short_time(health["probe_at"])),
+        ("concurrency", endpoint["max_concurrency"]), ("rate limit", None if rate is None else f"{rate:g}/s"),
+        ("max attempts", endpoint["max_attempts"]),
+        ("backoff", f"{endpoint['min_backoff']:g}s to {endpoint['max_backoff']:g}s"),
+        ("timeout", f"{endpoint['timeout']:g}s"), ("ordering", endpoint["ordering"]),
+        ("created", short_time(endpoint["created_at"])), ("updated", short_time(endpoint["updated_at"])),
+    ]  # fmt: skip
+    if secret is not None:
+        pairs.append(("signing secret", secret))
+    return fields(pairs)
+
+
+def endpoint_created(endpoint: dict[str, Any], secret: str) -> str:
+    tenant = f" (tenant {endpoint['tenant']})" if endpoint["tenant"] is not None else ""
+    return (
+        f"{endpoint['id']} created: POST {endpoint['url']} for {event_types(endpoint)}{tenant}\n"
+        f"signing secret {secret}"
+    )
+
+
+def delivery_rows(deliveries: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["ENDPOINT", "TASK", "STATUS", "ATTEMPTS"],
+        [[d["endpoint_id"], d["task_id"], d["status"], d["attempts"]] for d in deliveries],
+    )
+
+
+def published(event: dict[str, Any], created: bool) -> str:
+    done = "published" if created else "was published before (same idempotency key)"
+    count = len(event["deliveries"])
+    if not count:
+        return f"{event['id']} {done}: {event['type']}, to no endpoint (none enabled subscribes to it)"
+    to = "1 endpoint" if count == 1 else f"{count} endpoints"
+    return f"{event['id']} {done}: {event['type']} to {to}\n\n{delivery_rows(event['deliveries'])}"
+
+
+def delivery_summary(deliveries: Sequence[dict[str, Any]]) -> str | None:
+    """'2 succeeded, 1 ready': how many deliveries are in each status (None: no delivery)."""
+    counts = {status: sum(d["status"] == status for d in deliveries) for status in TASK_STATUSES}
+    return ", ".join(f"{n} {status}" for status, n in counts.items() if n) or None
+
+
+def event_rows(events: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["ID", "TYPE", "TENANT", "CREATED", "DELIVERIES"],
+        [
+            [e["id"], e["type"], e["tenant"], short_time(e["created_at"]), delivery_summary(e["deliveries"])]
+            for e in events
+        ],
+    )
+
+
+def payload(event: dict[str, Any]) -> str:
+    """The payload as compact JSON (shortened), or its size when it is not JSON."""
+    raw = base64.b64decode(event["payload_base64"])
+    if event["payload"] is None and raw.strip() != b"null":
+        return f"{len(raw)} bytes, not JSON (payload_base64 in --json)"
+    text = json.dumps(event["payload"], separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= _PAYLOAD_MAX else text[: _PAYLOAD_MAX - 1] + "… (--json shows it all)"
+
+
+def event_detail(event: dict[str, Any]) -> str:
+    summary = fields(
+        [
+            ("id", event["id"]), ("type", event["type"]), ("tenant", event["tenant"]), ("key", event["key"]),
+            ("idempotency key", event["idempotency_key"]), ("run at", short_time(event["run_at"])),
+            ("created", short_time(event["created_at"])), ("payload", payload(event)),
+        ]
+    )  # fmt: skip
+    if not event["deliveries"]:
+        return summary + "\n\nno deliveries: no enabled endpoint subscribed to its type and tenant"
+    return f"{summary}\n\n{delivery_rows(event['deliveries'])}"

@@ -91,6 +91,10 @@ class Dispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
 
+    async def settle(self) -> None:
+        """Wait until every attempt result submitted so far is recorded (and observed)."""
+        await self._results.drain()
+
     def alive(self, stall_seconds: float) -> bool:
         running = self._loop_task is not None and not self._loop_task.done()
         return running and time.monotonic() - self.last_tick < stall_seconds
@@ -184,6 +188,8 @@ class Dispatcher:
     ) -> None:
         m = self._metrics
         m.deliveries.labels(task.queue, result.outcome).inc()
+        if task.endpoint_id is not None:
+            m.endpoint_deliveries.labels(task.endpoint_id, result.outcome).inc()
         m.delivery_seconds.labels(task.queue).observe(seconds)
         if task.attempt == 1 and task.due_at is not None:
             waited = (outcome.started_at - task.due_at).total_seconds()
@@ -198,6 +204,10 @@ class Dispatcher:
             except Exception:
                 log.exception("handling the outcome of %d recorded result(s) failed", len(results))
         self._metrics.stale_results.inc(summary.stale)
+        if summary.opened:
+            self._metrics.breaker_transitions.labels("open").inc(summary.opened)
+        if summary.closed:
+            self._metrics.breaker_transitions.labels("closed").inc(summary.closed)
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)

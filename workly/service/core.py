@@ -152,6 +152,9 @@ class Service(WebhookUseCases):
         housekeeper = Housekeeper(
             storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
             vacuum_interval=settings.vacuum_interval, retention=settings.retention, metrics=metrics,
+            # A probe goes out within half a second of its cool-down ending (sooner when the
+            # cool-down itself is shorter).
+            probe_interval=min(0.5, settings.breaker_cooldown),
         )  # fmt: skip
         return _Parts(
             storage=storage,

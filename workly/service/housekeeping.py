@@ -132,8 +132,10 @@ class Housekeeper:
             await asyncio.sleep(0)  # let the hot paths in between batches
 
     async def _measure_depths(self) -> None:
-        """The queue depth gauges: one periodic query per process, never one per scrape."""
+        """The queue depth and endpoint health gauges: periodic queries in each process,
+        never one per scrape."""
         self._metrics.set_queue_depths(await self._storage.list_queues())
+        self._metrics.set_endpoint_states(await self._storage.count_endpoints_by_state())
 
     async def _recount(self) -> None:
         corrected = await self._storage.recount_running()

@@ -20,7 +20,7 @@ from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, QueueConfig, RecordSummary, Task, TaskStatus, check_queue_config
 from workly.signing import generate_secret
 from workly.storage.base import Storage
-from workly.webhooks import WORKLY_EVENT_PREFIX, Endpoint, EndpointSpec, Event, NewEvent, Published
+from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, is_workly_event
 
 log = logging.getLogger("workly.webhooks")
 ENDPOINT_PREFIX = "ep_"
@@ -98,8 +98,8 @@ class WebhookUseCases:
 
     async def enable_endpoint(self, endpoint_id: str) -> Endpoint:
         endpoint, changed = await self._storage().set_endpoint_enabled(endpoint_id, True, None, self.now())
+        self.work_available()  # enabled, or its breaker reset: what it held may go now
         if changed:
-            self.work_available()
             self._announce("workly.endpoint.enabled", _endpoint_data(endpoint))
         return endpoint
 
@@ -133,6 +133,7 @@ class WebhookUseCases:
             size = len(event.payload)
             raise TooLarge(f"the payload is {size:,} bytes; at most {limit:,} (WORKLY_MAX_BODY_BYTES)")
         published = await self._storage().publish(event, self.now(), new_task_id)
+        assert published is not None, "stored whether or not an endpoint takes it"
         if published.created and published.event.deliveries:
             self.work_available()
         return published
@@ -175,7 +176,7 @@ class WebhookUseCases:
                 # Never about Workly's own events: a failing subscriber's failure notices
                 # would make more failure notices, without end.
                 event = await storage.get_event(task.event_id)
-                if event is None or event.type.startswith(WORKLY_EVENT_PREFIX):
+                if event is None or is_workly_event(event.type):
                     continue
             await self._publish_own(
                 "workly.task.failed", {"task": _task_data(task), "attempt": _attempt_data(result)}
@@ -197,12 +198,15 @@ class WebhookUseCases:
     async def _publish_own(self, event_type: str, data: dict[str, Any]) -> None:
         payload = {"type": event_type, "timestamp": _rfc3339(self.now()), "data": data}
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        # Stored only when an endpoint takes it: an outage with nobody subscribed must not
+        # fill the events table with notices no one reads.
         published = await self._storage().publish(
             NewEvent(id=new_id("evt"), type=event_type, payload=body, content_type="application/json"),
             self.now(),
             new_task_id,
+            only_if_delivered=True,
         )
-        if published.event.deliveries:
+        if published is not None:
             self.work_available()
 
     async def drain_own_events(self) -> None:

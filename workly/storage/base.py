@@ -202,11 +202,14 @@ class Storage(Protocol):
         attempt budget; how many. Raises EndpointNotFound."""
 
     # --- events ------------------------------------------------------------------
-    async def publish(self, event: NewEvent, now: datetime, new_task_id: Callable[[], str]) -> Published:
+    async def publish(
+        self, event: NewEvent, now: datetime, new_task_id: Callable[[], str], only_if_delivered: bool = False
+    ) -> Published | None:
         """Store the event and one delivery task (ids from ``new_task_id``) per enabled
         endpoint of its tenant whose event_types match, in one transaction. An event whose
         idempotency key (per tenant) is taken stores nothing: the original comes back with
-        ``created=False``."""
+        ``created=False``. ``only_if_delivered``: an event no endpoint takes is not stored
+        (None)."""
 
     async def get_event(self, event_id: str) -> Event | None: ...
 
@@ -214,3 +217,6 @@ class Storage(Protocol):
         self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
     ) -> tuple[list[Event], int | None]:
         """Newest first, filtered by type and tenant when given."""
+
+    async def count_endpoints_by_state(self) -> dict[str, int]:
+        """How many endpoints are in each health state (healthy, failing, open, disabled)."""

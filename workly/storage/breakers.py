@@ -40,6 +40,22 @@ def plan(results: Sequence[AttemptResult]) -> BreakerPlan:
     return out
 
 
+@dataclass
+class Tally:
+    """What applying a batch's results did to the breakers (RecordSummary's share)."""
+
+    released: int = 0  # held tasks freed
+    opened: int = 0
+    closed: int = 0
+    disabled: list[tuple[str, str]] = field(default_factory=list)  # (endpoint id, reason)
+
+    def moved(self, before: BreakerState, after: BreakerState) -> None:
+        if before.position == "closed" and after.position == "open":
+            self.opened += 1
+        elif before.position == "open" and after.position == "closed":
+            self.closed += 1
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     state: BreakerState

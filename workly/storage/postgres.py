@@ -191,15 +191,17 @@ class PostgresStorage(PostgresWebhooks):
         return await self._transition(self._q.cancel_task, task_id, now, "cancel")
 
     async def retry_task(self, task_id: str, now: datetime) -> Task:
-        return await self._transition(self._q.retry_task, task_id, now, "retry", lock_queue=True)
+        return await self._transition(
+            self._q.retry_task, task_id, now, "retry", lock_queue=True, held_until=HELD_UNTIL
+        )
 
     async def _transition(
-        self, query: Query, task_id: str, now: datetime, action: str, lock_queue: bool = False
+        self, query: Query, task_id: str, now: datetime, action: str, lock_queue: bool = False, **more: Any
     ) -> Task:
         async with self._pool.acquire() as conn, conn.transaction():
             if lock_queue:
                 await _execute(conn, self._q.lock_queue_of_task, id=task_id)
-            changed = await _fetchrow(conn, query, id=task_id, now=now)
+            changed = await _fetchrow(conn, query, id=task_id, now=now, **more)
             row = await _fetchrow(conn, self._q.get_task, id=task_id)
         task = None if row is None else rows.task_from_row(row, _DECODERS)
         return check_transition(task_id, task, changed is not None, action)
@@ -243,17 +245,22 @@ class PostgresStorage(PostgresWebhooks):
             outcomes=[r.outcome for r in results],
             next_run_ats=[r.next_run_at for r in results],
             ok_keys=plan.ok_keys,
+            held_until=HELD_UNTIL,
         )
         # Attempts of deleted tasks are not kept, so count what was accepted.
         accepted = sum(1 for row in recorded if not row["stale"])
-        released = recorded[0]["released"] if recorded else 0
-        disabled: list[tuple[str, str]] = []
+        tally = breakers.Tally()
+        if recorded:  # what the results statement did to the breakers of receivers that answered
+            tally.released, tally.closed = recorded[0]["released"], recorded[0]["closed"]
         if plan.failing:
-            released_more, disabled = await self._apply_failures(plan.failing, now, rules)
-            released += released_more
+            more = await self._apply_failures(plan.failing, now, rules)
+            tally.released += more.released
+            tally.opened, tally.closed = more.opened, tally.closed + more.closed
+            tally.disabled = more.disabled
         return RecordSummary(
-            accepted=accepted, stale=len(results) - accepted, released=released, disabled=tuple(disabled)
-        )
+            accepted=accepted, stale=len(results) - accepted, released=tally.released,
+            disabled=tuple(tally.disabled), opened=tally.opened, closed=tally.closed,
+        )  # fmt: skip
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
@@ -270,7 +277,9 @@ class PostgresStorage(PostgresWebhooks):
         return len(await _fetch(self._pool, self._q.prune_succeeded, cutoff=before, limit=limit))
 
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
-        return len(await _fetch(self._pool, self._q.reap_expired, now=now, limit=limit))
+        return len(
+            await _fetch(self._pool, self._q.reap_expired, now=now, limit=limit, held_until=HELD_UNTIL)
+        )
 
     async def recount_running(self) -> int:
         async with self._pool.acquire() as conn, conn.transaction():

@@ -116,20 +116,23 @@ class PostgresWebhooks:
         if await fetchrow(conn, q.lock_endpoint, id=endpoint_id) is None:
             raise EndpointNotFound(endpoint_id)
         row = await fetchrow(conn, q.get_endpoint, id=endpoint_id)
+        if enabled:  # a fresh start, even for one already enabled: its breaker closed, what it held free
+            await execute(conn, q.reset_breaker, key=endpoint_id)
+            await execute(conn, q.release_held_tasks, key=endpoint_id)
         if row["enabled"] == enabled:
             return False
         await execute(conn, q.set_endpoint_enabled, id=endpoint_id, enabled=enabled, reason=reason, now=now)
         await execute(conn, q.set_queue_paused, name=endpoint_id, paused=not enabled, now=now)
-        if enabled:  # a fresh start: its breaker closed, what it held free to go
-            await execute(conn, q.reset_breaker, key=endpoint_id)
-            await execute(conn, q.release_held_tasks, key=endpoint_id)
         return True
 
     async def recover_endpoint(self, endpoint_id: str, since: datetime, now: datetime) -> int:
         async with self._pool.acquire() as conn, conn.transaction():
             if await fetchrow(conn, self._q.lock_endpoint, id=endpoint_id) is None:
                 raise EndpointNotFound(endpoint_id)
-            return len(await fetch(conn, self._q.recover_endpoint, id=endpoint_id, since=since, now=now))
+            recovered = await fetch(
+                conn, self._q.recover_endpoint, id=endpoint_id, since=since, now=now, held_until=HELD_UNTIL
+            )
+            return len(recovered)
 
     async def _read_endpoint(self, conn: Connection, endpoint_id: str) -> Endpoint:
         row = await fetchrow(conn, self._q.get_endpoint, id=endpoint_id)
@@ -142,7 +145,9 @@ class PostgresWebhooks:
         return webhook_rows.endpoint_from_row(row, rows.queue_config_from_row(queue), DECODERS, _types)
 
     # --- events --------------------------------------------------------------------
-    async def publish(self, event: NewEvent, now: datetime, new_task_id: Callable[[], str]) -> Published:
+    async def publish(
+        self, event: NewEvent, now: datetime, new_task_id: Callable[[], str], only_if_delivered: bool = False
+    ) -> Published | None:
         q = self._q
         async with self._pool.acquire() as conn:
             targets = [
@@ -150,6 +155,8 @@ class PostgresWebhooks:
                 for row in await fetch(conn, q.publish_targets, tenant=event.tenant)
                 if matches(_types(row["event_types"]), event.type)
             ]
+            if only_if_delivered and not targets:
+                return None
             task_ids = [new_task_id() for _ in targets]
             headers = [
                 json.dumps(
@@ -162,15 +169,18 @@ class PostgresWebhooks:
                 held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
                 urls=[row["url"] for row in targets], headers=headers,
             )  # fmt: skip
-            if stored["created"]:
-                found = await self._read_events(conn, [await fetchrow(conn, q.get_event, id=event.id)])
-                return Published(found[0], created=True)
+            if stored["created"]:  # as stored: no need to read it back
+                deliveries = [(row["id"], task_id) for row, task_id in zip(targets, task_ids, strict=True)]
+                return Published(webhook_rows.new_event(event, now, deliveries), created=True)
             original = await fetchrow(
                 conn, q.get_event_by_idempotency_key, tenant=event.tenant, key=event.idempotency_key
             )
             if original is None:  # the id was taken: an earlier try of this same request
                 original = await fetchrow(conn, q.get_event, id=event.id)
             return Published((await self._read_events(conn, [original]))[0], created=False)
+
+    async def count_endpoints_by_state(self) -> dict[str, int]:
+        return {row["state"]: row["n"] for row in await fetch(self._pool, self._q.count_endpoints_by_state)}
 
     async def get_event(self, event_id: str) -> Event | None:
         async with self._pool.acquire() as conn:
@@ -195,18 +205,24 @@ class PostgresWebhooks:
     # --- breakers ------------------------------------------------------------------
     async def _apply_failures(
         self, failing: dict[str, list[AttemptResult]], now: datetime, rules: BreakerRules
-    ) -> tuple[int, list[tuple[str, str]]]:
+    ) -> breakers.Tally:
         """Fold the failures into their breakers (rows locked in key order), hold the tasks
         of breakers that are open, disable endpoints the rules say must go."""
         q = self._q
-        released, disabled = 0, []
+        tally = breakers.Tally()
         async with self._pool.acquire() as conn, conn.transaction():
-            keys = sorted(failing)
+            # An endpoint deleted while its delivery ran has no breaker to move, nor anything
+            # to disable. Endpoints are locked first, as set_endpoint_enabled and
+            # delete_endpoint lock them (then the breaker), so the two orders cannot deadlock.
+            keys = [key for key in sorted(failing) if await self._still_there(conn, failing[key])]
+            if not keys:
+                return tally
             await execute(conn, q.insert_breakers, keys=keys)
             for row in await fetch(conn, q.lock_breakers, keys=keys):
                 before = webhook_rows.breaker_from_row(row, DECODERS)
                 verdict = breakers.fold(before, failing[row["key"]], rules)
                 after = verdict.state
+                tally.moved(before, after)
                 await execute(conn, q.save_breaker, **webhook_rows.breaker_params(row["key"], after, _same))
                 endpoint_id = failing[row["key"]][-1].endpoint_id
                 if after.position == "open":
@@ -215,14 +231,18 @@ class PostgresWebhooks:
                         conn, hold, key=row["key"], held_until=HELD_UNTIL, probe_seq=after.probe_seq
                     )
                 elif before.position == "open":
-                    released += len(await fetch(conn, q.release_held_tasks, key=row["key"]))
+                    tally.released += len(await fetch(conn, q.release_held_tasks, key=row["key"]))
                 if (
                     verdict.disable_reason is not None
                     and endpoint_id is not None
                     and await self._set_enabled(conn, endpoint_id, False, verdict.disable_reason, now)
                 ):
-                    disabled.append((endpoint_id, verdict.disable_reason))
-        return released, disabled
+                    tally.disabled.append((endpoint_id, verdict.disable_reason))
+        return tally
+
+    async def _still_there(self, conn: Connection, results: list[AttemptResult]) -> bool:
+        endpoint_id = results[-1].endpoint_id
+        return endpoint_id is None or await fetchrow(conn, self._q.lock_endpoint, id=endpoint_id) is not None
 
     async def release_probes(self, now: datetime) -> int:
         released = 0

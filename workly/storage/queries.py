@@ -123,6 +123,7 @@ class CommonQueries:
     release_held_tasks: Query
     due_probes: Query
     release_probe: Query
+    count_endpoints_by_state: Query
 
 
 @dataclass(frozen=True, slots=True)

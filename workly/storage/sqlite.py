@@ -132,7 +132,7 @@ class SqliteStorage(SqliteWebhooks):
 
     async def retry_task(self, task_id: str, now: datetime) -> Task:
         return await self._writer.transaction(
-            self._acknowledged, _transition, _q().retry_task, task_id, to_us(now), "retry"
+            self._acknowledged, _transition, _q().retry_task, task_id, to_us(now), "retry", HELD_US
         )
 
     # --- dispatch ----------------------------------------------------------------
@@ -264,8 +264,13 @@ def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
     ]
 
 
-def _transition(db: Db, query: Query, task_id: str, now_us: int, action: str) -> Task:
-    changed = fetchall(db, query, {"id": task_id, "now": now_us})
+def _transition(
+    db: Db, query: Query, task_id: str, now_us: int, action: str, held_until: int | None = None
+) -> Task:
+    params: dict[str, Any] = {"id": task_id, "now": now_us}
+    if held_until is not None:
+        params["held_until"] = held_until
+    changed = fetchall(db, query, params)
     return check_transition(task_id, _get_task(db, task_id), bool(changed), action)
 
 
@@ -283,7 +288,9 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
             for r in results
         ]
     )
-    accepted = {row["seq"] for row in fetchall(db, _q().record_results, {"results": payload, "now": now_us})}
+    plan = breakers.plan(results)
+    params = {"results": payload, "now": now_us, "ok_keys": json.dumps(plan.ok_keys), "held_until": HELD_US}
+    accepted = {row["seq"] for row in fetchall(db, _q().record_results, params)}
     execute_many(
         db,
         _q().record_results_attempts,
@@ -302,10 +309,11 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
         ],
     )
     stale = sum(1 for r in results if r.task_seq not in accepted)
-    released, disabled = apply_breakers(db, breakers.plan(results), now_us, rules)
+    tally = apply_breakers(db, plan, now_us, rules)
     return RecordSummary(
-        accepted=len(results) - stale, stale=stale, released=released, disabled=tuple(disabled)
-    )
+        accepted=len(results) - stale, stale=stale, released=tally.released, disabled=tuple(tally.disabled),
+        opened=tally.opened, closed=tally.closed,
+    )  # fmt: skip
 
 
 def _count_rows(db: Db, query: Query, params: Mapping[str, Any]) -> int:
@@ -316,7 +324,7 @@ def _reap(db: Db, now_us: int, limit: int) -> int:
     params = {"now": now_us, "limit": limit}
     seqs = [row["task_seq"] for row in fetchall(db, _q().reap_expired_attempts, params)]
     if seqs:
-        execute(db, _q().reap_expired, {"now": now_us, "seqs": json.dumps(seqs)})
+        execute(db, _q().reap_expired, {"now": now_us, "seqs": json.dumps(seqs), "held_until": HELD_US})
     return len(seqs)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from workly.breaker import HELD_UNTIL, BreakerRules, BreakerState, after_success
 from workly.errors import EndpointNotFound
+from workly.models import AttemptResult
 from workly.storage import breakers, rows, webhook_rows
 from workly.storage.base import EndpointChange
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
@@ -75,8 +76,16 @@ class SqliteWebhooks:
             self._acknowledged, _recover_endpoint, endpoint_id, to_us(since), to_us(now)
         )
 
-    async def publish(self, event: NewEvent, now: datetime, new_task_id: Callable[[], str]) -> Published:
-        return await self._writer.transaction(self._acknowledged, _publish, event, to_us(now), new_task_id)
+    async def publish(
+        self, event: NewEvent, now: datetime, new_task_id: Callable[[], str], only_if_delivered: bool = False
+    ) -> Published | None:
+        return await self._writer.transaction(
+            self._acknowledged, _publish, event, to_us(now), new_task_id, only_if_delivered
+        )
+
+    async def count_endpoints_by_state(self) -> dict[str, int]:
+        found = await self._reader.run(fetchall, _q().count_endpoints_by_state)
+        return {row["state"]: row["n"] for row in found}
 
     async def get_event(self, event_id: str) -> Event | None:
         return await self._reader.run(_get_event, event_id)
@@ -165,6 +174,9 @@ def _set_enabled(db: Db, endpoint_id: str, enabled: bool, reason: str | None, no
     row = fetchone(db, _q().get_endpoint, {"id": endpoint_id})
     if row is None:
         raise EndpointNotFound(endpoint_id)
+    if enabled:  # a fresh start, even for one already enabled: its breaker closed, what it held free
+        execute(db, _q().reset_breaker, {"key": endpoint_id})
+        execute(db, _q().release_held_tasks, {"key": endpoint_id})
     if bool(row["enabled"]) == enabled:
         return False
     execute(
@@ -173,22 +185,29 @@ def _set_enabled(db: Db, endpoint_id: str, enabled: bool, reason: str | None, no
         {"id": endpoint_id, "enabled": enabled, "reason": reason, "now": now_us},
     )
     execute(db, _q().set_queue_paused, {"name": endpoint_id, "paused": not enabled, "now": now_us})
-    if enabled:  # a fresh start: its breaker closed, what it held free to go
-        execute(db, _q().reset_breaker, {"key": endpoint_id})
-        execute(db, _q().release_held_tasks, {"key": endpoint_id})
     return True
 
 
 def _recover_endpoint(db: Db, endpoint_id: str, since_us: int, now_us: int) -> int:
     if fetchone(db, _q().lock_endpoint, {"id": endpoint_id}) is None:
         raise EndpointNotFound(endpoint_id)
-    return len(fetchall(db, _q().recover_endpoint, {"id": endpoint_id, "since": since_us, "now": now_us}))
+    params = {"id": endpoint_id, "since": since_us, "now": now_us, "held_until": HELD_US}
+    return len(fetchall(db, _q().recover_endpoint, params))
 
 
 # --- events ---------------------------------------------------------------------------
-def _publish(db: Db, event: NewEvent, now_us: int, new_task_id: Callable[[], str]) -> Published:
+def _publish(
+    db: Db, event: NewEvent, now_us: int, new_task_id: Callable[[], str], only_if_delivered: bool
+) -> Published | None:
     run_us = now_us if event.run_at is None else to_us(event.run_at)
     params = webhook_rows.event_params(event, now_us, run_us)
+    targets = [
+        row
+        for row in fetchall(db, _q().publish_targets, {"tenant": event.tenant})
+        if matches(_types(row["event_types"]), event.type)
+    ]
+    if only_if_delivered and not targets:
+        return None
     if not fetchall(db, _q().publish_event, params):
         original = None
         if event.idempotency_key is not None:
@@ -199,11 +218,6 @@ def _publish(db: Db, event: NewEvent, now_us: int, new_task_id: Callable[[], str
             original = fetchone(db, _q().get_event, {"id": event.id})
         assert original is not None
         return Published(_events(db, [original])[0], created=False)
-    targets = [
-        row
-        for row in fetchall(db, _q().publish_targets, {"tenant": event.tenant})
-        if matches(_types(row["event_types"]), event.type)
-    ]
     execute_many(
         db,
         _q().publish_event_deliveries,
@@ -251,43 +265,50 @@ def _events(db: Db, found: Sequence[sqlite3.Row]) -> list[Event]:
 
 
 # --- breakers -------------------------------------------------------------------------
-def apply_breakers(
-    db: Db, plan: breakers.BreakerPlan, now_us: int, rules: BreakerRules
-) -> tuple[int, list[tuple[str, str]]]:
+def apply_breakers(db: Db, plan: breakers.BreakerPlan, now_us: int, rules: BreakerRules) -> breakers.Tally:
     """Inside record_results' transaction: close the breakers whose receiver answered
     (freeing what they held), fold failures into the others (holding what they must)."""
-    released, disabled = 0, []
+    tally = breakers.Tally()
     for row in fetchall(db, _q().lock_breakers, {"keys": json.dumps(plan.ok_keys)}):
         before = webhook_rows.breaker_from_row(row, DECODERS)
         seen = before.last_success_at
         untouched = before.position == "closed" and before.consecutive_failures == 0
         if untouched and seen is not None and now_us - to_us(seen) < 1_000_000:
             continue  # nothing to change; last_success_at moves on at most once a second
-        execute(db, _q().save_breaker, _saved(row["key"], after_success(before, _at(now_us))))
+        after = after_success(before, _at(now_us))
+        tally.moved(before, after)
+        execute(db, _q().save_breaker, _saved(row["key"], after))
         if before.position == "open":
-            released += len(fetchall(db, _q().release_held_tasks, {"key": row["key"]}))
-    if plan.failing:
-        keys = sorted(plan.failing)
+            tally.released += len(fetchall(db, _q().release_held_tasks, {"key": row["key"]}))
+    # An endpoint deleted while its delivery ran has no breaker to move, nor anything to disable.
+    keys = [key for key in sorted(plan.failing) if _still_there(db, plan.failing[key])]
+    if keys:
         execute(db, _q().insert_breakers, {"keys": json.dumps(keys)})
         for row in fetchall(db, _q().lock_breakers, {"keys": json.dumps(keys)}):
             key = row["key"]
             before = webhook_rows.breaker_from_row(row, DECODERS)
             verdict = breakers.fold(before, plan.failing[key], rules)
             after = verdict.state
+            tally.moved(before, after)
             execute(db, _q().save_breaker, _saved(key, after))
             endpoint_id = plan.failing[key][-1].endpoint_id
             if after.position == "open":
                 hold = _q().hold_endpoint_tasks if endpoint_id is not None else _q().hold_origin_tasks
                 execute(db, hold, {"key": key, "held_until": HELD_US, "probe_seq": after.probe_seq})
             elif before.position == "open":
-                released += len(fetchall(db, _q().release_held_tasks, {"key": key}))
+                tally.released += len(fetchall(db, _q().release_held_tasks, {"key": key}))
             if (
                 verdict.disable_reason is not None
                 and endpoint_id is not None
                 and _set_enabled(db, endpoint_id, False, verdict.disable_reason, now_us)
             ):
-                disabled.append((endpoint_id, verdict.disable_reason))
-    return released, disabled
+                tally.disabled.append((endpoint_id, verdict.disable_reason))
+    return tally
+
+
+def _still_there(db: Db, results: list[AttemptResult]) -> bool:
+    endpoint_id = results[-1].endpoint_id
+    return endpoint_id is None or fetchone(db, _q().lock_endpoint, {"id": endpoint_id}) is not None
 
 
 def _release_probes(db: Db, now_us: int) -> int:

@@ -5,7 +5,7 @@ differently (times, JSON, booleans, lists)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from workly.breaker import BreakerState
@@ -62,6 +62,22 @@ def event_from_row(row: Row, deliveries: Sequence[Row], dec: Decoders) -> Event:
             for d in deliveries
             if d["event_id"] == row["id"]
         ],
+    )
+
+
+def new_event(event: NewEvent, now: datetime, deliveries: Sequence[tuple[str, str]]) -> Event:
+    """An event as publish just stored it, with its (endpoint id, task id) deliveries."""
+    return Event(
+        id=event.id,
+        type=event.type,
+        tenant=event.tenant,
+        key=event.key,
+        idempotency_key=event.idempotency_key,
+        payload=event.payload,
+        content_type=event.content_type,
+        run_at=(event.run_at or now).astimezone(UTC),
+        created_at=now,
+        deliveries=[Delivery(endpoint_id, task_id, "ready", 0) for endpoint_id, task_id in deliveries],
     )
 
 

@@ -94,7 +94,13 @@ WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
-UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
+-- Held (see enqueue_tasks) when its breaker is open.
+UPDATE tasks
+SET status = 'ready', attempts = 0, updated_at = :now,
+    run_at = CASE WHEN o.open THEN :held_until::timestamptz ELSE :now::timestamptz END,
+    held_run_at = CASE WHEN o.open THEN :now::timestamptz END
+FROM (SELECT EXISTS (SELECT 1 FROM breakers b JOIN tasks t ON b.key = t.breaker
+                     WHERE t.id = :id AND b.position = 'open') AS open) o
 WHERE id = :id AND status IN ('failed', 'canceled')
 RETURNING seq;
 
@@ -368,7 +374,10 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 -- The row is written only when that changes something, or to move last_success_at on
 -- (at most once a second), so a healthy receiver's successes write no breaker row.
 WITH r AS (
-    SELECT *
+    SELECT r.*,
+           EXISTS (SELECT 1 FROM tasks t JOIN breakers b ON b.key = t.breaker
+                   WHERE t.seq = r.task_seq AND b.position = 'open'
+                     AND b.probe_seq IS DISTINCT FROM t.seq AND NOT b.key = ANY(:ok_keys::text[])) AS held
     FROM unnest(:task_seqs::bigint[], :lease_tokens::text[], :attempts::int[], :started_ats::timestamptz[], :finished_ats::timestamptz[],
                 :status_codes::int[], :errors::text[], :responses::bytea[], :outcomes::text[], :next_run_ats::timestamptz[])
          AS r(task_seq, lease_token, attempt, started_at, finished_at, status_code, error,
@@ -377,7 +386,11 @@ WITH r AS (
 updated AS (
     UPDATE tasks t
     SET status = CASE r.outcome WHEN 'retry' THEN 'ready' ELSE r.outcome END,
-        run_at = CASE r.outcome WHEN 'retry' THEN r.next_run_at ELSE t.run_at END,
+        -- A retry waits for its breaker while that is open (unless it is the probe, whose
+        -- failure reopens the breaker after this statement, or its breaker closes in it).
+        run_at = CASE WHEN r.outcome <> 'retry' THEN t.run_at
+                      WHEN r.held THEN :held_until::timestamptz ELSE r.next_run_at END,
+        held_run_at = CASE WHEN r.outcome = 'retry' AND r.held THEN r.next_run_at END,
         last_status_code = r.status_code,
         last_error = r.error,
         lease_token = NULL,
@@ -420,7 +433,8 @@ SELECT r.task_seq, r.attempt, r.started_at, r.finished_at, r.status_code, r.erro
        NOT EXISTS (SELECT 1 FROM updated u WHERE u.seq = r.task_seq)
 FROM r
 WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
-RETURNING task_seq, stale, (SELECT count(*) FROM unheld)::int AS released;
+RETURNING task_seq, stale, (SELECT count(*) FROM unheld)::int AS released,
+          (SELECT count(*) FROM closed WHERE was = 'open')::int AS closed;
 
 -- name: get_queue
 SELECT * FROM queues WHERE name = :name;
@@ -530,16 +544,23 @@ WITH expired AS (
 ),
 reaped AS (
     UPDATE tasks t
-    SET status = CASE WHEN t.attempts >= coalesce(t.max_attempts, q.max_attempts) THEN 'failed'
-                      ELSE 'ready' END,
-        run_at = :now,
+    SET status = CASE WHEN e.last THEN 'failed' ELSE 'ready' END,
+        -- Back to ready behind an open breaker (not as its probe): held, as enqueue_tasks holds.
+        run_at = CASE WHEN NOT e.last AND e.held THEN :held_until::timestamptz ELSE :now::timestamptz END,
+        held_run_at = CASE WHEN NOT e.last AND e.held THEN :now::timestamptz END,
         last_status_code = NULL,
         last_error = 'lease expired: no result from the process that claimed it',
         lease_token = NULL,
         lease_expires_at = NULL,
         updated_at = :now
-    FROM expired e, queues q
-    WHERE t.seq = e.seq AND q.name = t.queue
+    FROM (
+        SELECT x.seq, x.claimed_at,
+               t2.attempts >= coalesce(t2.max_attempts, q.max_attempts) AS last,
+               EXISTS (SELECT 1 FROM breakers b WHERE b.key = t2.breaker AND b.position = 'open'
+                       AND b.probe_seq IS DISTINCT FROM t2.seq) AS held
+        FROM expired x JOIN tasks t2 ON t2.seq = x.seq JOIN queues q ON q.name = t2.queue
+    ) e
+    WHERE t.seq = e.seq
     RETURNING t.seq, t.queue, t.attempts, t.last_error
 ),
 released AS (

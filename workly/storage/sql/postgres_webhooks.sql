@@ -95,9 +95,15 @@ ORDER BY seq DESC LIMIT :limit;
 
 -- name: recover_endpoint
 -- The endpoint's tasks that failed since :since are ready again, due now, with a fresh
--- attempt budget (as a retry of each).
+-- attempt budget (as a retry of each). While its breaker is open they are held, as a
+-- publish holds: only the probe goes before the breaker closes.
+WITH breaker AS (
+    SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :id AND position = 'open') AS open
+)
 UPDATE tasks
-SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
+SET status = 'ready', attempts = 0, updated_at = :now,
+    run_at = CASE WHEN (SELECT open FROM breaker) THEN :held_until::timestamptz ELSE :now::timestamptz END,
+    held_run_at = CASE WHEN (SELECT open FROM breaker) THEN :now::timestamptz END
 WHERE queue = :id AND status = 'failed' AND updated_at >= :since
 RETURNING seq;
 
@@ -169,3 +175,11 @@ freed AS (
 UPDATE breakers SET probe_seq = (SELECT seq FROM freed)
 WHERE key = :key AND EXISTS (SELECT 1 FROM freed)
 RETURNING probe_seq;
+
+-- name: count_endpoints_by_state
+-- The health states of workly/webhooks.py's health_state(), counted.
+SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'open'
+            WHEN b.consecutive_failures > 0 THEN 'failing' ELSE 'healthy' END AS state,
+       count(*) AS n
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+GROUP BY 1;

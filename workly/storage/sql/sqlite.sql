@@ -70,7 +70,11 @@ WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
-UPDATE tasks SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
+-- Held (see enqueue_tasks_insert) when its breaker is open.
+UPDATE tasks
+SET status = 'ready', attempts = 0, updated_at = :now,
+    run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open') THEN :held_until ELSE :now END,
+    held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open') THEN :now END
 WHERE id = :id AND status IN ('failed', 'canceled')
 RETURNING seq;
 
@@ -183,9 +187,17 @@ RETURNING seq, id, queue, url, method, headers, body, attempts AS attempt,
 
 -- name: record_results
 -- The fence: only tasks still running under the result's lease token are updated.
+-- A retry behind an open breaker (not its probe, nor one this batch closes) is held.
 UPDATE tasks
 SET status = CASE r.outcome WHEN 'retry' THEN 'ready' ELSE r.outcome END,
-    run_at = CASE r.outcome WHEN 'retry' THEN r.next_run_at ELSE tasks.run_at END,
+    run_at = CASE WHEN r.outcome <> 'retry' THEN tasks.run_at
+                  WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open'
+                   AND b.probe_seq IS NOT tasks.seq
+                   AND b.key NOT IN (SELECT value FROM json_each(:ok_keys))) THEN :held_until
+                  ELSE r.next_run_at END,
+    held_run_at = CASE WHEN r.outcome = 'retry' AND EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open'
+                   AND b.probe_seq IS NOT tasks.seq
+                   AND b.key NOT IN (SELECT value FROM json_each(:ok_keys))) THEN r.next_run_at END,
     last_status_code = r.status_code,
     last_error = r.error,
     lease_token = NULL,
@@ -288,7 +300,9 @@ UPDATE tasks
 SET status = CASE WHEN attempts >= coalesce(max_attempts,
                       (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
                   THEN 'failed' ELSE 'ready' END,
-    run_at = :now,
+    -- Behind an open breaker (not as its probe): held, as enqueue_tasks_insert holds.
+    run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open' AND b.probe_seq IS NOT tasks.seq) THEN :held_until ELSE :now END,
+    held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open' AND b.probe_seq IS NOT tasks.seq) THEN :now END,
     last_status_code = NULL,
     last_error = 'lease expired: no result from the process that claimed it',
     lease_token = NULL,

@@ -80,7 +80,10 @@ ORDER BY seq DESC LIMIT :limit;
 
 -- name: recover_endpoint
 UPDATE tasks
-SET status = 'ready', attempts = 0, run_at = :now, held_run_at = NULL, updated_at = :now
+SET status = 'ready', attempts = 0, updated_at = :now,
+    run_at = CASE WHEN h.open THEN :held_until ELSE :now END,
+    held_run_at = CASE WHEN h.open THEN :now END
+FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :id AND position = 'open') AS open) h
 WHERE queue = :id AND status = 'failed' AND updated_at >= :since
 RETURNING seq;
 
@@ -140,3 +143,11 @@ UPDATE tasks SET run_at = :now, held_run_at = NULL WHERE seq = :seq;
 
 -- name: release_probe_set
 UPDATE breakers SET probe_seq = :seq WHERE key = :key;
+
+-- name: count_endpoints_by_state
+-- The health states of workly/webhooks.py's health_state(), counted.
+SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'open'
+            WHEN b.consecutive_failures > 0 THEN 'failing' ELSE 'healthy' END AS state,
+       count(*) AS n
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+GROUP BY 1;
