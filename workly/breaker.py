@@ -6,8 +6,8 @@ trouble count: no connection, a timeout, 429, 502, 503, 504). At ``threshold`` i
 the receiver's ready tasks are held (not attempted, no attempt spent) until ``probe_at``;
 then one task is released as the probe. The probe's success closes the breaker and frees
 the held tasks; its failure reopens it with the cool-down doubled, up to ``max_cooldown``.
-Any success closes it. Both backends apply these rules inside the transaction that
-records the attempts (docs/webhooks.md).
+Any success closes it. Both backends apply these rules with the recording of the attempts
+(storage/breakers.py; docs/webhooks.md).
 """
 
 from __future__ import annotations

@@ -948,3 +948,75 @@ async def test_enabling_an_enabled_endpoint_resets_its_open_breaker(
     assert not changed
     assert (await health_of(storage, created.id)).health.state == "healthy"
     assert {c.id for c in await claim(storage, clock.advance(2))} == set(ids)
+
+
+async def test_events_are_pruned_once_no_delivery_is_kept(storage: Storage, clock: FakeClock) -> None:
+    await endpoint(storage, clock, event_types=("invoice.*",))
+    delivered = (await publish(storage, clock)).event
+    unmatched = (await publish(storage, clock, "user.created")).event
+    kept = (await publish(storage, clock)).event
+    claimed = {c.id: c for c in await claim(storage, clock())}
+    first, third = claimed[delivered.deliveries[0].task_id], claimed[kept.deliveries[0].task_id]
+    results = [outcome(first, clock(), "ok", "succeeded", 200), outcome(third, clock(), "fail", "failed")]
+    await storage.record_results(results, clock(), RULES)
+    later = clock.advance(3600)
+    assert await storage.prune_events(later) == 1  # the unmatched one: no delivery to wait for
+    assert await storage.prune_succeeded(later) == 1
+    assert await storage.prune_events(later) == 1  # its delivery is gone now
+    assert await storage.get_event(unmatched.id) is None and await storage.get_event(delivered.id) is None
+    assert await storage.get_event(kept.id) is not None  # its failed delivery is kept, so is it
+
+
+async def test_the_probe_of_an_ordering_key_endpoint_is_a_key_head(
+    storage: Storage, clock: FakeClock
+) -> None:
+    created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100, ordering="key"))
+    heads = [(await publish(storage, clock, key=k)).event.deliveries[0].task_id for k in ("a", "b", "c")]
+    behind = (await publish(storage, clock, key="a")).event.deliveries[0].task_id  # due first of the held
+    failed = await claim(storage, clock())
+    assert {c.id for c in failed} == set(heads)
+    opened_at = clock()
+    await storage.record_results([outcome(c, clock(), "fail", retry_in=1) for c in failed], clock(), RULES)
+    clock.now = opened_at + timedelta(seconds=30)
+    assert await storage.release_probes(clock()) == 1
+    [probe] = await claim(storage, clock())  # claimable: a head, never the task behind one
+    assert probe.id in heads
+    await storage.record_results([outcome(probe, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    assert (await health_of(storage, created.id)).health.state == "healthy"
+    # The rest flow, in key order: `behind` only once its head, key "a"'s first, is done.
+    rest = {h for h in heads if h != probe.id} | ({behind} if probe.id == heads[0] else set())
+    assert {c.id for c in await claim(storage, clock())} == rest
+
+
+async def test_no_probe_is_released_into_a_paused_queue(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("a", QueueConfig(max_concurrency=100), clock())
+    await storage.put_queue("b", QueueConfig(max_concurrency=100), clock())
+    await storage.enqueue(in_queue("a", [new(breaker=ORIGIN)]), clock())  # due first, then paused
+    failing = in_queue("b", [new(breaker=ORIGIN) for _ in range(3)])
+    await storage.enqueue(failing, clock.advance(1))
+    await storage.update_queue("a", lambda c: replace(c, paused=True), clock())
+    claimed = await claim(storage, clock())
+    waiting_b = in_queue("b", [new(breaker=ORIGIN)])
+    await storage.enqueue(waiting_b, clock())
+    opened_at = clock()
+    await storage.record_results([outcome(c, clock(), "fail") for c in claimed], clock(), RULES)
+    clock.now = opened_at + timedelta(seconds=30)
+    assert await storage.release_probes(clock()) == 1
+    [probe] = await claim(storage, clock())
+    assert probe.queue == "b"
+
+
+async def test_recover_and_retry_deliver_to_the_endpoint_url_of_now(
+    storage: Storage, clock: FakeClock
+) -> None:
+    created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
+    since = clock()
+    ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(2)]
+    claimed = await claim(storage, clock())
+    await storage.record_results([outcome(c, clock(), None, "failed", 404) for c in claimed], clock(), RULES)
+    fixed = "http://127.0.0.1:9/fixed"
+    await storage.update_endpoint(created.id, lambda s: replace(s, url=fixed), clock.advance(1))
+    assert (await task(storage, ids[0])).url == URL  # a finished delivery keeps its record
+    assert (await storage.retry_task(ids[0], clock())).url == fixed
+    assert await storage.recover_endpoint(created.id, since, clock()) == 1
+    assert (await task(storage, ids[1])).url == fixed

@@ -173,7 +173,7 @@ async def test_plain_tasks_get_a_breaker_per_origin(
         response = await http.post("/v1/queues/plain/tasks/batch", json={"tasks": tasks})
         assert response.status_code == 201, response.text
         await elsewhere.wait_for("/ok", 5)
-        # 2 × 500, 3 × 503 open the breaker, one failed probe (503), then all ten once.
+        # 2 x 500, 3 x 503 open the breaker, one failed probe (503), then all ten once.
         await receiver.wait_for("/flaky", 16, timeout=30)
     flaky = receiver.at("/flaky")
     assert len(flaky) == 16

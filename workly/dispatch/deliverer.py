@@ -49,6 +49,7 @@ class Deliverer:
             retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
         except TimeoutError:
             error = f"timeout: no complete response within {task.timeout:g}s"
+            return DeliveryOutcome(started, self._clock(), error=error, timed_out=True)
         except Blocked as exc:  # nothing was sent; a retry would meet the same policy
             # The details (which name resolved to which internal address) stay in the server
             # log: the attempt is readable through the API, and must not map the network.

@@ -14,6 +14,7 @@ RETRY_AFTER_STATUSES = frozenset({429, 503})
 # What says an origin is in trouble: a 500 or 4xx on one path of a shared host says
 # nothing about its other paths, a 429 or a gateway's error does.
 ORIGIN_TROUBLE_STATUSES = frozenset({429, 502, 503, 504})
+MIN_TELLING_TIMEOUT = 1.0  # seconds: a shorter attempt timeout says nothing about an origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class DeliveryOutcome:
     response: bytes = b""
     retry_after: float | None = None  # seconds, from a Retry-After header
     permanent: bool = False  # retrying cannot help (the target is refused by policy)
+    timed_out: bool = False  # no complete response within the attempt's timeout
 
 
 def backoff_delay(attempt: int, min_backoff: float, max_backoff: float, rng: random.Random) -> float:
@@ -99,6 +101,10 @@ def breaker_effect(task: ClaimedTask, outcome: DeliveryOutcome) -> BreakerEffect
             return "ok"
         return "gone" if code == PERMANENT_STATUS else "fail"
     if outcome.permanent and code is None:
+        return None
+    if outcome.timed_out and task.timeout < MIN_TELLING_TIMEOUT:
+        # A task that allowed under a second says more about itself than about its origin:
+        # it must not be able to hold the origin's tasks of every other queue.
         return None
     if code is None or code in ORIGIN_TROUBLE_STATUSES:
         return "fail"

@@ -176,9 +176,9 @@ class Service(WebhookUseCases):
             # still ends in work_available, and its caller gets its answer.
             await parts.housekeeper.stop()
             await parts.enqueuer.drain()
-            await parts.announcer.drain()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
-            await self.drain_own_events()
+            await self.drain_own_events()  # what the last results announce
+            await parts.announcer.drain()  # and the wake-ups all of the above sent
         finally:
             self._parts = None
             await parts.client.close()

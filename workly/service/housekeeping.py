@@ -5,7 +5,8 @@ returns to ready, or fails if that was its last attempt (Storage.reap_expired). 
 in every process; the storage makes concurrent reapers split the work.
 
 Retention: succeeded tasks older than WORKLY_RETENTION are deleted with their attempts,
-in small batches; failed and canceled tasks stay until redriven or deleted.
+in small batches; failed and canceled tasks stay until redriven or deleted. Events older
+than that go once none of their deliveries is kept.
 
 Recount: on PostgreSQL each queue keeps a counter of its deliveries in flight (the
 claim's max_concurrency check). Only claims and results move it, so it cannot drift
@@ -73,6 +74,7 @@ class Housekeeper:
         self.probes = 0
         self.recounted = 0
         self.pruned = 0
+        self.pruned_events = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.vacuums = 0
         self.reaped = 0
@@ -130,6 +132,10 @@ class Housekeeper:
         while pruned := await self._storage.prune_succeeded(cutoff, limit=500):
             self.pruned += pruned
             await asyncio.sleep(0)  # let the hot paths in between batches
+        # Then events none of whose deliveries is kept any more.
+        while pruned := await self._storage.prune_events(cutoff, limit=500):
+            self.pruned_events += pruned
+            await asyncio.sleep(0)
 
     async def _measure_depths(self) -> None:
         """The queue depth and endpoint health gauges: periodic queries in each process,

@@ -170,7 +170,7 @@ class WebhookUseCases:
         storage = self._storage()
         for result in failed:
             task = await storage.get_task(result.task_id)
-            if task is None:
+            if task is None or task.status != "failed":  # a stale result, or redriven since
                 continue
             if task.event_id is not None:
                 # Never about Workly's own events: a failing subscriber's failure notices

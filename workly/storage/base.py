@@ -218,5 +218,9 @@ class Storage(Protocol):
     ) -> tuple[list[Event], int | None]:
         """Newest first, filtered by type and tenant when given."""
 
+    async def prune_events(self, before: datetime, limit: int = 1000) -> int:
+        """Delete up to ``limit`` events published before ``before`` none of whose deliveries
+        is stored any more, oldest first. Returns how many."""
+
     async def count_endpoints_by_state(self) -> dict[str, int]:
         """How many endpoints are in each health state (healthy, failing, open, disabled)."""

@@ -230,33 +230,35 @@ class PostgresStorage(PostgresWebhooks):
         # fail). A receiver that answered is closed by the results statement itself;
         # failures go through the breaker rules right after it.
         plan = breakers.plan(results)
-        recorded = await _fetch(
-            self._pool,
-            self._q.record_results,
-            now=now,
-            task_seqs=[r.task_seq for r in results],
-            lease_tokens=[r.lease_token for r in results],
-            attempts=[r.attempt for r in results],
-            started_ats=[r.started_at for r in results],
-            finished_ats=[r.finished_at for r in results],
-            status_codes=[r.status_code for r in results],
-            errors=[r.error for r in results],
-            responses=[r.response for r in results],
-            outcomes=[r.outcome for r in results],
-            next_run_ats=[r.next_run_at for r in results],
-            ok_keys=plan.ok_keys,
-            held_until=HELD_UNTIL,
-        )
+        params: dict[str, Any] = {
+            "now": now,
+            "task_seqs": [r.task_seq for r in results],
+            "lease_tokens": [r.lease_token for r in results],
+            "attempts": [r.attempt for r in results],
+            "started_ats": [r.started_at for r in results],
+            "finished_ats": [r.finished_at for r in results],
+            "status_codes": [r.status_code for r in results],
+            "errors": [r.error for r in results],
+            "responses": [r.response for r in results],
+            "outcomes": [r.outcome for r in results],
+            "next_run_ats": [r.next_run_at for r in results],
+            "ok_keys": plan.ok_keys,
+            "held_until": HELD_UNTIL,
+        }
+        tally = breakers.Tally()
+        async with self._pool.acquire() as conn:
+            if plan.failing:  # the rare path: the results and the breaker rules in one transaction
+                async with conn.transaction():
+                    recorded = await _fetch(conn, self._q.record_results, **params)
+                    tally = await self._apply_failures(conn, plan.failing, now, rules)
+            else:  # the hot path: one statement
+                recorded = await _fetch(conn, self._q.record_results, **params)
+            closed = recorded[0]["closed_keys"] if recorded else []
+            if closed:
+                tally.closed += len(closed)
+                tally.released += await self.release_held(conn, closed)
         # Attempts of deleted tasks are not kept, so count what was accepted.
         accepted = sum(1 for row in recorded if not row["stale"])
-        tally = breakers.Tally()
-        if recorded:  # what the results statement did to the breakers of receivers that answered
-            tally.released, tally.closed = recorded[0]["released"], recorded[0]["closed"]
-        if plan.failing:
-            more = await self._apply_failures(plan.failing, now, rules)
-            tally.released += more.released
-            tally.opened, tally.closed = more.opened, tally.closed + more.closed
-            tally.disabled = more.disabled
         return RecordSummary(
             accepted=accepted, stale=len(results) - accepted, released=tally.released,
             disabled=tuple(tally.disabled), opened=tally.opened, closed=tally.closed,

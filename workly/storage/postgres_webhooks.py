@@ -152,7 +152,11 @@ class PostgresWebhooks:
         async with self._pool.acquire() as conn:
             targets = [
                 row
-                for row in await fetch(conn, q.publish_targets, tenant=event.tenant)
+                for row in await (
+                    fetch(conn, q.publish_targets_untenanted)
+                    if event.tenant is None
+                    else fetch(conn, q.publish_targets, tenant=event.tenant)
+                )
                 if matches(_types(row["event_types"]), event.type)
             ]
             if only_if_delivered and not targets:
@@ -179,6 +183,9 @@ class PostgresWebhooks:
                 original = await fetchrow(conn, q.get_event, id=event.id)
             return Published((await self._read_events(conn, [original]))[0], created=False)
 
+    async def prune_events(self, before: datetime, limit: int = 1000) -> int:
+        return len(await fetch(self._pool, self._q.prune_events, cutoff=before, limit=limit))
+
     async def count_endpoints_by_state(self) -> dict[str, int]:
         return {row["state"]: row["n"] for row in await fetch(self._pool, self._q.count_endpoints_by_state)}
 
@@ -204,48 +211,51 @@ class PostgresWebhooks:
 
     # --- breakers ------------------------------------------------------------------
     async def _apply_failures(
-        self, failing: dict[str, list[AttemptResult]], now: datetime, rules: BreakerRules
+        self, conn: Connection, failing: dict[str, list[AttemptResult]], now: datetime, rules: BreakerRules
     ) -> breakers.Tally:
         """Fold the failures into their breakers (rows locked in key order), hold the tasks
-        of breakers that are open, disable endpoints the rules say must go."""
+        of breakers that are open, disable endpoints the rules say must go: inside
+        record_results' transaction, on its connection."""
         q = self._q
         tally = breakers.Tally()
-        async with self._pool.acquire() as conn, conn.transaction():
-            # An endpoint deleted while its delivery ran has no breaker to move, nor anything
-            # to disable. Endpoints are locked first, as set_endpoint_enabled and
-            # delete_endpoint lock them (then the breaker), so the two orders cannot deadlock.
-            keys = [key for key in sorted(failing) if await self._still_there(conn, failing[key])]
-            if not keys:
-                return tally
-            await execute(conn, q.insert_breakers, keys=keys)
-            for row in await fetch(conn, q.lock_breakers, keys=keys):
-                before = webhook_rows.breaker_from_row(row, DECODERS)
-                verdict = breakers.fold(before, failing[row["key"]], rules)
-                after = verdict.state
-                tally.moved(before, after)
-                await execute(conn, q.save_breaker, **webhook_rows.breaker_params(row["key"], after, _same))
-                endpoint_id = failing[row["key"]][-1].endpoint_id
-                if after.position == "open":
-                    hold = q.hold_endpoint_tasks if endpoint_id is not None else q.hold_origin_tasks
-                    await execute(
-                        conn, hold, key=row["key"], held_until=HELD_UNTIL, probe_seq=after.probe_seq
-                    )
-                elif before.position == "open":
-                    tally.released += len(await fetch(conn, q.release_held_tasks, key=row["key"]))
-                if (
-                    verdict.disable_reason is not None
-                    and endpoint_id is not None
-                    and await self._set_enabled(conn, endpoint_id, False, verdict.disable_reason, now)
-                ):
-                    tally.disabled.append((endpoint_id, verdict.disable_reason))
+        # An endpoint deleted while its delivery ran has no breaker to move, nor anything
+        # to disable. Endpoints are locked first, as set_endpoint_enabled and
+        # delete_endpoint lock them (then the breaker), so the two orders cannot deadlock.
+        keys = [key for key in sorted(failing) if await self._still_there(conn, failing[key])]
+        if not keys:
+            return tally
+        await execute(conn, q.insert_breakers, keys=keys)
+        for row in await fetch(conn, q.lock_breakers, keys=keys):
+            before = webhook_rows.breaker_from_row(row, DECODERS)
+            verdict = breakers.fold(before, failing[row["key"]], rules)
+            after = verdict.state
+            tally.moved(before, after)
+            await execute(conn, q.save_breaker, **webhook_rows.breaker_params(row["key"], after, _same))
+            endpoint_id = failing[row["key"]][-1].endpoint_id
+            if after.position == "open":
+                hold = q.hold_endpoint_tasks if endpoint_id is not None else q.hold_origin_tasks
+                await execute(conn, hold, key=row["key"], held_until=HELD_UNTIL, probe_seq=after.probe_seq)
+            elif before.position == "open":
+                tally.released += len(await fetch(conn, q.release_held_tasks, key=row["key"]))
+            if (
+                verdict.disable_reason is not None
+                and endpoint_id is not None
+                and await self._set_enabled(conn, endpoint_id, False, verdict.disable_reason, now)
+            ):
+                tally.disabled.append((endpoint_id, verdict.disable_reason))
         return tally
 
     async def _still_there(self, conn: Connection, results: list[AttemptResult]) -> bool:
         endpoint_id = results[-1].endpoint_id
         return endpoint_id is None or await fetchrow(conn, self._q.lock_endpoint, id=endpoint_id) is not None
 
+    async def release_held(self, conn: Connection, keys: Sequence[str]) -> int:
+        """Free what the breakers of ``keys`` held, each in a statement of its own: run after
+        the breaker closed, it sees every task held before that."""
+        return sum([len(await fetch(conn, self._q.release_held_tasks, key=key)) for key in keys])
+
     async def release_probes(self, now: datetime) -> int:
-        released = 0
+        released = len(await fetch(self._pool, self._q.free_stranded))
         async with self._pool.acquire() as conn, conn.transaction():
             for row in await fetch(conn, self._q.due_probes, now=now):
                 if await fetchrow(conn, self._q.release_probe, key=row["key"], now=now) is not None:

@@ -124,6 +124,9 @@ class CommonQueries:
     due_probes: Query
     release_probe: Query
     count_endpoints_by_state: Query
+    free_stranded: Query
+    prune_events: Query
+    publish_targets_untenanted: Query
 
 
 @dataclass(frozen=True, slots=True)

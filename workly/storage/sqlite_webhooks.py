@@ -83,6 +83,11 @@ class SqliteWebhooks:
             self._acknowledged, _publish, event, to_us(now), new_task_id, only_if_delivered
         )
 
+    async def prune_events(self, before: datetime, limit: int = 1000) -> int:
+        params = {"cutoff": to_us(before), "limit": limit}
+        found = await self._writer.transaction(self._bookkeeping, fetchall, _q().prune_events, params)
+        return len(found)
+
     async def count_endpoints_by_state(self) -> dict[str, int]:
         found = await self._reader.run(fetchall, _q().count_endpoints_by_state)
         return {row["state"]: row["n"] for row in found}
@@ -203,7 +208,11 @@ def _publish(
     params = webhook_rows.event_params(event, now_us, run_us)
     targets = [
         row
-        for row in fetchall(db, _q().publish_targets, {"tenant": event.tenant})
+        for row in (
+            fetchall(db, _q().publish_targets_untenanted)
+            if event.tenant is None
+            else fetchall(db, _q().publish_targets, {"tenant": event.tenant})
+        )
         if matches(_types(row["event_types"]), event.type)
     ]
     if only_if_delivered and not targets:
@@ -312,7 +321,7 @@ def _still_there(db: Db, results: list[AttemptResult]) -> bool:
 
 
 def _release_probes(db: Db, now_us: int) -> int:
-    released = 0
+    released = len(fetchall(db, _q().free_stranded))
     for row in fetchall(db, _q().due_probes, {"now": now_us}):
         probe = fetchone(db, _q().release_probe, {"key": row["key"], "now": now_us})
         if probe is not None:

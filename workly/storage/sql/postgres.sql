@@ -97,6 +97,8 @@ RETURNING seq;
 -- Held (see enqueue_tasks) when its breaker is open.
 UPDATE tasks
 SET status = 'ready', attempts = 0, updated_at = :now,
+    -- an event's delivery goes to its endpoint's URL of now
+    url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url),
     run_at = CASE WHEN o.open THEN :held_until::timestamptz ELSE :now::timestamptz END,
     held_run_at = CASE WHEN o.open THEN :now::timestamptz END
 FROM (SELECT EXISTS (SELECT 1 FROM breakers b JOIN tasks t ON b.key = t.breaker
@@ -370,7 +372,9 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 -- One statement per batch: update the tasks whose lease is still ours, release their
 -- queues' concurrency (folded in by the next claim), then keep every attempt, marking
 -- those whose lease was lost as stale (the fence). :ok_keys are breakers whose receiver
--- answered (the batch's last word on them): each closes, and frees the tasks it held.
+-- answered (the batch's last word on them): each closes. The tasks a closed breaker held
+-- are freed by release_held_tasks after this statement (postgres.py): its snapshot, taken
+-- once the breaker row is locked, sees every task held before, which this one may not.
 -- The row is written only when that changes something, or to move last_success_at on
 -- (at most once a second), so a healthy receiver's successes write no breaker row.
 WITH r AS (
@@ -420,21 +424,14 @@ closed AS (
     FROM closing c
     WHERE b.key = c.key
     RETURNING b.key, c.was
-),
-unheld AS (
-    UPDATE tasks t
-    SET run_at = t.held_run_at, held_run_at = NULL
-    FROM closed c
-    WHERE c.was = 'open' AND t.breaker = c.key AND t.held_run_at IS NOT NULL
-    RETURNING t.seq
 )
 INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
 SELECT r.task_seq, r.attempt, r.started_at, r.finished_at, r.status_code, r.error, r.response,
        NOT EXISTS (SELECT 1 FROM updated u WHERE u.seq = r.task_seq)
 FROM r
 WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
-RETURNING task_seq, stale, (SELECT count(*) FROM unheld)::int AS released,
-          (SELECT count(*) FROM closed WHERE was = 'open')::int AS closed;
+RETURNING task_seq, stale,
+          (SELECT coalesce(array_agg(key), '{}') FROM closed WHERE was = 'open') AS closed_keys;
 
 -- name: get_queue
 SELECT * FROM queues WHERE name = :name;
@@ -526,7 +523,7 @@ SELECT current_setting('autovacuum')::boolean AS enabled;
 
 -- name: vacuum
 -- SKIP_LOCKED: with several processes, whoever is first vacuums and the rest skip.
-VACUUM (SKIP_LOCKED) tasks, attempts, queues;
+VACUUM (SKIP_LOCKED) tasks, attempts, queues, breakers, events, endpoints;
 
 -- name: reap_expired
 -- :limit is the batch size. Running tasks whose lease expired (their process died or

@@ -43,10 +43,16 @@ UPDATE endpoints SET enabled = :enabled, disabled_reason = :reason, updated_at =
 UPDATE queues SET paused = :paused, updated_at = :now WHERE name = :name;
 
 -- name: publish_targets
--- The enabled endpoints of the event's tenant (untenanted events: untenanted endpoints);
--- which of them subscribe to the type is decided by workly/webhooks.py's matches().
+-- The enabled endpoints of the event's tenant; which of them subscribe to the type is
+-- decided by workly/webhooks.py's matches(). (Two queries, so each reads endpoints_tenant.)
 SELECT id, url, headers, event_types FROM endpoints
-WHERE enabled AND tenant IS NOT DISTINCT FROM :tenant
+WHERE enabled AND tenant = :tenant
+ORDER BY seq;
+
+-- name: publish_targets_untenanted
+-- An untenanted event's: the untenanted endpoints.
+SELECT id, url, headers, event_types FROM endpoints
+WHERE enabled AND tenant IS NULL
 ORDER BY seq;
 
 -- name: publish_event
@@ -102,6 +108,8 @@ WITH breaker AS (
 )
 UPDATE tasks
 SET status = 'ready', attempts = 0, updated_at = :now,
+    -- to the endpoint's URL of now: the redrive after fixing it
+    url = (SELECT e.url FROM endpoints e WHERE e.id = :id),
     run_at = CASE WHEN (SELECT open FROM breaker) THEN :held_until::timestamptz ELSE :now::timestamptz END,
     held_run_at = CASE WHEN (SELECT open FROM breaker) THEN :now::timestamptz END
 WHERE queue = :id AND status = 'failed' AND updated_at >= :since
@@ -149,25 +157,40 @@ WHERE breaker = :key AND held_run_at IS NOT NULL
 RETURNING seq;
 
 -- name: due_probes
--- Open breakers whose cool-down is over and that have no probe out. SKIP LOCKED: one
--- process releases each probe.
+-- Open breakers whose cool-down is over and that have no probe out: none released yet, or
+-- it was canceled, deleted or failed for good, or it waits in a paused queue. SKIP LOCKED:
+-- one process releases each probe.
 SELECT key FROM breakers
 WHERE position = 'open' AND probe_at <= :now
-  AND (probe_seq IS NULL  -- or its probe was canceled, deleted or failed for good
-       OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.seq = breakers.probe_seq
-                      AND t.status IN ('ready', 'running')))
+  AND (probe_seq IS NULL
+       OR NOT EXISTS (SELECT 1 FROM tasks t JOIN queues q ON q.name = t.queue
+                      WHERE t.seq = breakers.probe_seq
+                        AND (t.status = 'running' OR (t.status = 'ready' AND NOT q.paused))))
 ORDER BY key
 FOR UPDATE SKIP LOCKED;
 
 -- name: release_probe
--- The held task that goes first (priority, then when it was due) becomes the probe: due
--- now. Only one: the breaker records it, and no other is released until its result.
-WITH probe AS (
+-- The breaker's task due first becomes the probe, due now: one the claim can take (in an
+-- unpaused queue, the head of its key) among the held ones, and, for an endpoint, any of
+-- its queue's ready ones that a hold missed. Only one: the breaker records it, and no other
+-- is released until its result.
+WITH candidates AS (
     SELECT seq FROM tasks
     WHERE breaker = :key AND held_run_at IS NOT NULL AND held_run_at <= :now AND status = 'ready'
-    ORDER BY priority DESC, held_run_at, seq
+    UNION
+    SELECT seq FROM tasks
+    WHERE queue = :key AND status = 'ready' AND held_run_at IS NULL AND run_at <= :now
+),
+probe AS (
+    SELECT t.seq
+    FROM candidates c JOIN tasks t ON t.seq = c.seq JOIN queues q ON q.name = t.queue
+    WHERE NOT q.paused
+      AND (t.key IS NULL OR NOT EXISTS (SELECT 1 FROM tasks h
+                                        WHERE h.queue = t.queue AND h.key = t.key
+                                          AND h.status IN ('ready', 'running') AND h.seq < t.seq))
+    ORDER BY coalesce(t.held_run_at, t.run_at), t.seq
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF t SKIP LOCKED
 ),
 freed AS (
     UPDATE tasks t SET run_at = :now, held_run_at = NULL FROM probe p WHERE t.seq = p.seq RETURNING t.seq
@@ -176,6 +199,15 @@ UPDATE breakers SET probe_seq = (SELECT seq FROM freed)
 WHERE key = :key AND EXISTS (SELECT 1 FROM freed)
 RETURNING probe_seq;
 
+-- name: free_stranded
+-- The safety net: held tasks whose breaker is not open (it closed while they were being
+-- held, or the process that was to free them stopped) go back to when they were due.
+-- Reads only held tasks (tasks_held).
+UPDATE tasks t SET run_at = t.held_run_at, held_run_at = NULL
+WHERE t.held_run_at IS NOT NULL AND t.status = 'ready'
+  AND NOT EXISTS (SELECT 1 FROM breakers b WHERE b.key = t.breaker AND b.position = 'open')
+RETURNING t.seq;
+
 -- name: count_endpoints_by_state
 -- The health states of workly/webhooks.py's health_state(), counted.
 SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'open'
@@ -183,3 +215,16 @@ SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'op
        count(*) AS n
 FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
 GROUP BY 1;
+
+-- name: prune_events
+-- Retention for events: one published before :cutoff goes once none of its deliveries is
+-- stored any more (succeeded ones are pruned; failed ones are kept, and so is their event).
+WITH doomed AS (
+    SELECT e.seq FROM events e
+    WHERE e.created_at < :cutoff AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = e.id)
+    ORDER BY e.seq
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM events e USING doomed d WHERE e.seq = d.seq
+RETURNING e.seq;

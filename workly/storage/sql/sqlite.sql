@@ -73,6 +73,8 @@ RETURNING seq;
 -- Held (see enqueue_tasks_insert) when its breaker is open.
 UPDATE tasks
 SET status = 'ready', attempts = 0, updated_at = :now,
+    -- an event's delivery goes to its endpoint's URL of now
+    url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url),
     run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open') THEN :held_until ELSE :now END,
     held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open') THEN :now END
 WHERE id = :id AND status IN ('failed', 'canceled')

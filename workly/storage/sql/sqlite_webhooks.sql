@@ -43,7 +43,12 @@ UPDATE queues SET paused = :paused, updated_at = :now WHERE name = :name;
 
 -- name: publish_targets
 SELECT id, url, headers, event_types FROM endpoints
-WHERE enabled = 1 AND tenant IS :tenant
+WHERE enabled = 1 AND tenant = :tenant
+ORDER BY seq;
+
+-- name: publish_targets_untenanted
+SELECT id, url, headers, event_types FROM endpoints
+WHERE enabled = 1 AND tenant IS NULL
 ORDER BY seq;
 
 -- name: publish_event
@@ -81,6 +86,8 @@ ORDER BY seq DESC LIMIT :limit;
 -- name: recover_endpoint
 UPDATE tasks
 SET status = 'ready', attempts = 0, updated_at = :now,
+    -- to the endpoint's URL of now: the redrive after fixing it
+    url = (SELECT e.url FROM endpoints e WHERE e.id = :id),
     run_at = CASE WHEN h.open THEN :held_until ELSE :now END,
     held_run_at = CASE WHEN h.open THEN :now END
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :id AND position = 'open') AS open) h
@@ -124,22 +131,42 @@ WHERE breaker = :key AND held_run_at IS NOT NULL
 RETURNING seq;
 
 -- name: due_probes
+-- As in PostgreSQL: open, cooled down, and no probe out (or a lost one).
 SELECT key FROM breakers
 WHERE position = 'open' AND probe_at <= :now
-  AND (probe_seq IS NULL  -- or its probe was canceled, deleted or failed for good
-       OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.seq = breakers.probe_seq
-                      AND t.status IN ('ready', 'running')))
+  AND (probe_seq IS NULL
+       OR NOT EXISTS (SELECT 1 FROM tasks t JOIN queues q ON q.name = t.queue
+                      WHERE t.seq = breakers.probe_seq
+                        AND (t.status = 'running' OR (t.status = 'ready' AND NOT q.paused))))
 ORDER BY key;
 
 -- name: release_probe
--- Two steps in SQLite: pick (release_probe), then free it and record it (sqlite_webhooks.py).
-SELECT seq FROM tasks INDEXED BY tasks_held
-WHERE breaker = :key AND held_run_at IS NOT NULL AND held_run_at <= :now AND status = 'ready'
-ORDER BY priority DESC, held_run_at, seq
+-- Two steps in SQLite: pick (release_probe, as PostgreSQL's chooses), then free it and
+-- record it (release_probe_free, release_probe_set).
+SELECT t.seq
+FROM tasks t JOIN queues q ON q.name = t.queue
+WHERE t.seq IN (SELECT seq FROM tasks INDEXED BY tasks_held
+                WHERE breaker = :key AND held_run_at IS NOT NULL AND held_run_at <= :now
+                  AND status = 'ready'
+                UNION
+                SELECT seq FROM tasks
+                WHERE queue = :key AND status = 'ready' AND held_run_at IS NULL AND run_at <= :now)
+  AND NOT q.paused
+  AND (t.key IS NULL OR NOT EXISTS (SELECT 1 FROM tasks h
+                                    WHERE h.queue = t.queue AND h.key = t.key
+                                      AND h.status IN ('ready', 'running') AND h.seq < t.seq))
+ORDER BY coalesce(t.held_run_at, t.run_at), t.seq
 LIMIT 1;
 
 -- name: release_probe_free
 UPDATE tasks SET run_at = :now, held_run_at = NULL WHERE seq = :seq;
+
+-- name: free_stranded
+-- The safety net (see the PostgreSQL query); one writer makes it rarely needed here.
+UPDATE tasks SET run_at = held_run_at, held_run_at = NULL
+WHERE held_run_at IS NOT NULL AND status = 'ready'
+  AND NOT EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open')
+RETURNING seq;
 
 -- name: release_probe_set
 UPDATE breakers SET probe_seq = :seq WHERE key = :key;
@@ -151,3 +178,13 @@ SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'op
        count(*) AS n
 FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
 GROUP BY 1;
+
+-- name: prune_events
+-- Retention for events (see the PostgreSQL query).
+DELETE FROM events
+WHERE seq IN (SELECT e.seq FROM events e
+              WHERE e.created_at < :cutoff
+                AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = e.id)
+              ORDER BY e.seq
+              LIMIT :limit)
+RETURNING seq;
