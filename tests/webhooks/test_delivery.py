@@ -89,7 +89,7 @@ async def wait_until(check: Any, timeout: float = 15.0) -> None:
 async def test_a_failing_endpoint_costs_threshold_plus_probes_and_its_backlog_drains_after(
     workly: tuple[Service, httpx.AsyncClient], receiver: Receiver
 ) -> None:
-    _, http = workly
+    service, http = workly
     endpoint = await create_endpoint(http, receiver.url("/down"))
     receiver.script("/down", [500] * 6)  # 3 to open the breaker, then 3 failed probes
     published = []
@@ -107,6 +107,21 @@ async def test_a_failing_endpoint_costs_threshold_plus_probes_and_its_backlog_dr
     assert state["health"]["last_success_at"] is not None
     tasks = (await http.get(f"/v1/endpoints/{endpoint['id']}/tasks", params={"limit": 100})).json()["tasks"]
     assert sum(t["attempts"] for t in tasks) == 36  # held tasks spent no attempts
+
+    async def all_succeeded() -> bool:
+        found = (await http.get(f"/v1/endpoints/{endpoint['id']}/tasks", params={"limit": 100})).json()
+        return all(t["status"] == "succeeded" for t in found["tasks"])
+
+    await wait_until(all_succeeded)
+    await service.dispatcher.settle()  # each recorded batch counted in the metrics too
+    metrics = (await http.get("/metrics")).text
+    assert 'workly_breaker_transitions_total{to="open"} 1.0' in metrics
+    assert 'workly_breaker_transitions_total{to="closed"} 1.0' in metrics
+    assert (
+        f'workly_endpoint_deliveries_total{{endpoint="{endpoint["id"]}",outcome="succeeded"}} 30.0' in metrics
+    )
+    service.metrics.set_endpoint_states({"healthy": 1})  # what the housekeeper's periodic job sets
+    assert 'workly_endpoints{state="healthy"} 1.0' in (await http.get("/metrics")).text
 
 
 async def test_a_410_disables_the_endpoint_and_a_workly_subscriber_hears_of_it(
