@@ -12,6 +12,7 @@ WorklyError
 │   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
+│   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
 ├── TooLarge               an input over a configured size limit       → 413
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
@@ -74,14 +75,19 @@ class TaskStateConflict(ConflictError):
 class QueueOfEndpoint(ConflictError):
     def __init__(self, queue: str) -> None:
         super().__init__(
-            f"queue {queue!r} delivers endpoint {queue!r}'s events: change it through "
-            f"/v1/endpoints/{queue} (tasks cannot be enqueued to it directly)"
+            f"queue names starting with 'ep_' are reserved for endpoints: {queue!r} is changed "
+            f"through /v1/endpoints/{queue} (if that endpoint exists) and takes no tasks but its "
+            "events' deliveries"
         )
         self.queue = queue
 
 
 class InvalidQueueConfig(WorklyError):
     """A queue configuration whose fields contradict each other."""
+
+
+class InvalidEndpoint(InvalidQueueConfig):
+    """An endpoint whose fields contradict each other (its delivery settings are a queue's)."""
 
 
 class TooLarge(WorklyError):

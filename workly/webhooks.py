@@ -70,6 +70,18 @@ def check_event_patterns(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+def check_subscription(tenant: str | None, patterns: tuple[str, ...] | list[str] | None) -> None:
+    """Workly's own events are untenanted: an endpoint of a tenant subscribing to them would
+    wait for them in vain."""
+    if tenant is not None and patterns is not None:
+        for pattern in patterns:
+            if is_workly_event(pattern) or pattern == "workly.*":
+                raise ValueError(
+                    f"event type pattern {pattern!r}: Workly's own events are untenanted and reach "
+                    "only endpoints without a tenant"
+                )
+
+
 def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
     """Whether an endpoint subscribed to ``patterns`` receives ``event_type``. None is every
     type but Workly's own (``workly.*`` tells of other endpoints: only an endpoint that

@@ -869,3 +869,25 @@ async def test_a_body_that_is_not_an_endpoint_stores_nothing(
     assert_problem(response, status, slug)
     assert await listing(api) == {"endpoints": [], "next_cursor": None}
     assert await api.queue_names() == []
+
+
+async def test_a_tenant_endpoint_cannot_subscribe_to_workly_events(api: Api) -> None:
+    """Workly's own events are untenanted: such a subscription would wait in vain."""
+    refused = await api.http.post(
+        "/v1/endpoints", json={"url": HOOK, "tenant": "acme", "event_types": ["invoice.*", "workly.*"]}
+    )
+    assert_problem(refused, 422)
+    assert (await api.http.get("/v1/endpoints")).json()["endpoints"] == []
+    created = await api.http.post(
+        "/v1/endpoints", json={"url": HOOK, "tenant": "acme", "event_types": ["a.*"]}
+    )
+    endpoint_id = created.json()["id"]
+    patched = await api.http.patch(
+        f"/v1/endpoints/{endpoint_id}", json={"event_types": ["workly.task.failed"]}
+    )
+    assert_problem(patched, 422)
+    assert (await api.http.get(f"/v1/endpoints/{endpoint_id}")).json()["event_types"] == ["a.*"]
+    untenanted = await api.http.patch(
+        f"/v1/endpoints/{endpoint_id}", json={"tenant": None, "event_types": ["workly.*"]}
+    )
+    assert untenanted.status_code == 200, untenanted.text

@@ -155,7 +155,7 @@ async def test_endpoints_health_disable_enable_and_an_events_deliveries_in_the_b
     await tab.get_by_role("button", name="Disable").click()
     await expect(tab.get_by_role("status")).to_contain_text("Disabled")
     await expect(tab.locator("#health .badge")).to_have_text("disabled")
-    await expect(tab.locator("#disabled-reason")).to_have_text("disabled through the API")
+    await expect(tab.locator("#disabled-reason")).to_have_text("disabled by hand (API, CLI or dashboard)")
     assert (await endpoint_state(client, failing["id"]))["enabled"] is False
     await tab.get_by_role("button", name="Enable").click()
     await expect(tab.locator("#health .badge")).not_to_have_text("disabled")

@@ -149,7 +149,7 @@ async def test_disable_then_enable_from_the_list_and_from_the_endpoint_page(http
     shown = row(listing, "data-endpoint", endpoint["id"])
     assert badge(shown) == "disabled" and f'{path}/enable?to=list"' in shown and ">Enable<" in shown
     page = (await http.get(path)).text
-    assert 'id="disabled-reason">disabled through the API<' in page
+    assert 'id="disabled-reason">disabled by hand (API, CLI or dashboard)<' in page
 
     enabled = await http.post(f"{path}/enable", headers=origin(http))
     assert (enabled.status_code, enabled.headers["location"]) == (303, f"{path}?done=enabled")

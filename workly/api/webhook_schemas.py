@@ -22,7 +22,14 @@ from workly.api.schemas import (
 from workly.ids import new_id
 from workly.models import MIN_RATE_LIMIT, QueueConfig
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
-from workly.webhooks import MAX_EVENT_TYPE, EndpointSpec, NewEvent, check_event_patterns, check_published_type
+from workly.webhooks import (
+    MAX_EVENT_TYPE,
+    EndpointSpec,
+    NewEvent,
+    check_event_patterns,
+    check_published_type,
+    check_subscription,
+)
 
 EventPatterns = Annotated[list[str], AfterValidator(check_event_patterns)]
 # Free text for people: line breaks and tabs, but no other control character (PostgreSQL
@@ -60,6 +67,11 @@ class EndpointIn(_Strict):
     @classmethod
     def _valid_headers(cls, value: dict[str, str]) -> dict[str, str]:
         return check_headers(value)
+
+    @model_validator(mode="after")
+    def _workly_events_untenanted(self) -> EndpointIn:
+        check_subscription(self.tenant, self.event_types)
+        return self
 
     def spec(self) -> EndpointSpec:
         return EndpointSpec(

@@ -206,8 +206,12 @@ class Dispatcher:
         self._metrics.stale_results.inc(summary.stale)
         if summary.opened:
             self._metrics.breaker_transitions.labels("open").inc(summary.opened)
+            log.warning("%d circuit breaker(s) opened: their receivers' tasks are held", summary.opened)
         if summary.closed:
             self._metrics.breaker_transitions.labels("closed").inc(summary.closed)
+            log.info("%d circuit breaker(s) closed, %d held task(s) freed", summary.closed, summary.released)
+        for endpoint_id, reason in summary.disabled:
+            log.warning("endpoint %s disabled: %s", endpoint_id, reason)
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)

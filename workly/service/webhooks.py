@@ -15,18 +15,33 @@ from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from workly.errors import EndpointNotFound, EventNotFound, QueueOfEndpoint, TooLarge
+from workly.errors import (
+    EndpointNotFound,
+    EventNotFound,
+    InvalidEndpoint,
+    QueueOfEndpoint,
+    StorageConflict,
+    TooLarge,
+)
 from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, QueueConfig, RecordSummary, Task, TaskStatus, check_queue_config
 from workly.signing import generate_secret
 from workly.storage.base import Storage
-from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, is_workly_event
+from workly.webhooks import (
+    Endpoint,
+    EndpointSpec,
+    Event,
+    NewEvent,
+    Published,
+    check_subscription,
+    is_workly_event,
+)
 
 log = logging.getLogger("workly.webhooks")
 ENDPOINT_PREFIX = "ep_"
 _SPEC_FIELDS = frozenset({"url", "description", "event_types", "tenant", "headers"})
 _DELIVERY_FIELDS = frozenset(f.name for f in fields(QueueConfig)) - {"paused"}
-MANUALLY_DISABLED = "disabled through the API"
+MANUALLY_DISABLED = "disabled by hand (API, CLI or dashboard)"
 
 
 def check_not_endpoint_queue(queue: str) -> None:
@@ -81,7 +96,12 @@ class WebhookUseCases:
 
         def change(current: EndpointSpec) -> EndpointSpec:
             delivery = check_queue_config(replace(current.delivery, **delivery_changes))
-            return replace(current, **spec_changes, delivery=delivery)
+            changed = replace(current, **spec_changes, delivery=delivery)
+            try:
+                check_subscription(changed.tenant, changed.event_types)
+            except ValueError as exc:
+                raise InvalidEndpoint(str(exc)) from None
+            return changed
 
         endpoint = await self._storage().update_endpoint(endpoint_id, change, self.now())
         if endpoint.enabled:
@@ -200,12 +220,13 @@ class WebhookUseCases:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         # Stored only when an endpoint takes it: an outage with nobody subscribed must not
         # fill the events table with notices no one reads.
-        published = await self._storage().publish(
-            NewEvent(id=new_id("evt"), type=event_type, payload=body, content_type="application/json"),
-            self.now(),
-            new_task_id,
-            only_if_delivered=True,
-        )
+        event = NewEvent(id=new_id("evt"), type=event_type, payload=body, content_type="application/json")
+        try:
+            published = await self._storage().publish(event, self.now(), new_task_id, only_if_delivered=True)
+        except StorageConflict:
+            # A subscriber deleted between reading the subscribers and storing the deliveries
+            # (the same event id: a retry stores it at most once).
+            published = await self._storage().publish(event, self.now(), new_task_id, only_if_delivered=True)
         if published is not None:
             self.work_available()
 

@@ -39,7 +39,7 @@ def endpoint_from_row(row: Row, delivery: QueueConfig, dec: Decoders, types: Lis
             failing_since=_time(row["failing_since"], dec),
             last_success_at=_time(row["last_success_at"], dec),
             disabled_reason=None if enabled else row["disabled_reason"],
-            probe_at=_time(row["probe_at"], dec) if is_open else None,
+            probe_at=_time(row["probe_at"], dec) if is_open and enabled else None,
         ),
         created_at=dec.time(row["created_at"]),
         updated_at=dec.time(row["updated_at"]),
