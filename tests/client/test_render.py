@@ -171,6 +171,9 @@ def test_event_detail_shows_the_payload_compact_or_its_size() -> None:
     assert "payload          null" in render.event_detail(event(payload=None, payload_base64="bnVsbA=="))
     binary = render.event_detail(event(payload=None, payload_base64="AAEC", deliveries=[]))
     assert "payload          3 bytes, not JSON (payload_base64 in --json)" in binary
-    assert binary.endswith("no deliveries: no enabled endpoint subscribed to its type and tenant")
+    assert binary.endswith(
+        "no deliveries: none of its tenant's enabled endpoints took its type when it was "
+        "published, or those that did were deleted since"
+    )
     long = render.event_detail(event(payload="x" * 1000))
     assert "… (--json shows it all)" in long and len(long.splitlines()[7]) < 400

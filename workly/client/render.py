@@ -215,5 +215,8 @@ def event_detail(event: dict[str, Any]) -> str:
         ]
     )  # fmt: skip
     if not event["deliveries"]:
-        return summary + "\n\nno deliveries: no enabled endpoint subscribed to its type and tenant"
+        return (
+            summary + "\n\nno deliveries: none of its tenant's enabled endpoints took its type when it was "
+            "published, or those that did were deleted since"
+        )
     return f"{summary}\n\n{delivery_rows(event['deliveries'])}"
