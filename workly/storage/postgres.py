@@ -33,9 +33,7 @@ from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
 from workly.storage.postgres_statements import DECODERS as _DECODERS
-from workly.storage.postgres_statements import MAX_SEQ as _MAX_SEQ
 from workly.storage.postgres_statements import Connection
-from workly.storage.postgres_statements import config_params as _config_params
 from workly.storage.postgres_statements import execute as _execute
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
@@ -164,7 +162,7 @@ class PostgresStorage(PostgresWebhooks):
         self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
         q = self._q
-        page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
+        page = rows.page_params(limit, before_seq)
         async with self._pool.acquire() as conn:
             if queue is None:
                 if status is None:
@@ -177,8 +175,8 @@ class PostgresStorage(PostgresWebhooks):
                 found = await _fetch(conn, q.list_tasks, queue=queue, **page)
             else:
                 found = await _fetch(conn, q.list_tasks_by_status, queue=queue, status=status, **page)
-        tasks = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
-        return tasks, (found[limit - 1]["seq"] if len(found) > limit else None)
+        shown, next_seq = rows.page(found, limit)
+        return [rows.task_from_row(row, _DECODERS) for row in shown], next_seq
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         async with self._pool.acquire() as conn:
@@ -314,7 +312,7 @@ class PostgresStorage(PostgresWebhooks):
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         async with self._pool.acquire() as conn:
-            created = await _fetchval(conn, self._q.put_queue, **_config_params(name, config, now))
+            created = await _fetchval(conn, self._q.put_queue, **rows.config_params(name, config, now))
             queue = await self._read_queue(conn, name)
         if queue is None:  # deleted by another process right after this put
             raise QueueNotFound(name)
@@ -327,7 +325,7 @@ class PostgresStorage(PostgresWebhooks):
                 if row is None:
                     raise QueueNotFound(name)
                 config = change(rows.queue_config_from_row(row))
-                await _execute(conn, self._q.update_queue, **_config_params(name, config, now))
+                await _execute(conn, self._q.update_queue, **rows.config_params(name, config, now))
             queue = await self._read_queue(conn, name)
         if queue is None:
             raise QueueNotFound(name)

@@ -4,18 +4,15 @@ postgres_webhooks.py): by name, with parameters by name (queries.py)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from workly.models import QueueConfig
 from workly.storage import rows
 from workly.storage.queries import Query
 
-MAX_SEQ = 2**63 - 1
 Connection = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
 
@@ -47,7 +44,3 @@ async def fetchval(db: Connection, query: Query, **params: Any) -> Any:
 
 async def execute(db: Connection, query: Query, max_seconds: float | None = None, **params: Any) -> None:
     await db.execute(query.sql, *query.args(params), timeout=max_seconds)
-
-
-def config_params(name: str, config: QueueConfig, now: datetime) -> dict[str, Any]:
-    return {**asdict(config), "name": name, "now": now}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -20,21 +21,17 @@ from workly.models import AttemptResult
 from workly.storage import breakers, rows, webhook_rows
 from workly.storage.base import EndpointChange
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
-from workly.storage.postgres_statements import (
-    DECODERS,
-    MAX_SEQ,
-    Connection,
-    config_params,
-    execute,
-    fetch,
-    fetchrow,
-)
+from workly.storage.postgres_statements import DECODERS, Connection, execute, fetch, fetchrow
 from workly.storage.queries import PostgresQueries
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, matches
 
 
 def _types(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
+
+
+def _endpoint(row: Any) -> Endpoint:
+    return webhook_rows.endpoint_from_row(row, DECODERS, _types)
 
 
 @raises_workly_errors(interpret_postgres_error)
@@ -48,7 +45,7 @@ class PostgresWebhooks:
         async with self._pool.acquire() as conn:
             async with conn.transaction():
                 # A queue of that name may exist only if it is this endpoint's: ids are new.
-                await execute(conn, q.put_queue, **config_params(endpoint_id, spec.delivery, now))
+                await execute(conn, q.put_queue, **rows.config_params(endpoint_id, spec.delivery, now))
                 await execute(conn, q.insert_endpoint, **_endpoint_params(endpoint_id, spec, now))
                 await execute(conn, q.insert_breakers, keys=[endpoint_id])
             return await self._read_endpoint(conn, endpoint_id)
@@ -56,24 +53,18 @@ class PostgresWebhooks:
     async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
         async with self._pool.acquire() as conn:
             row = await fetchrow(conn, self._q.get_endpoint, id=endpoint_id)
-            return None if row is None else await self._endpoint(conn, row)
+        return None if row is None else _endpoint(row)
 
     async def list_endpoints(
         self, tenant: str | None, limit: int, before_seq: int | None
     ) -> tuple[list[Endpoint], int | None]:
-        page = {"before": MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
-        async with self._pool.acquire() as conn:
-            if tenant is None:
-                found = await fetch(conn, self._q.list_endpoints, **page)
-            else:
-                found = await fetch(conn, self._q.list_endpoints_by_tenant, tenant=tenant, **page)
-            queues = {
-                row["name"]: rows.queue_config_from_row(row) for row in await fetch(conn, self._q.list_queues)
-            }
-        endpoints = [
-            webhook_rows.endpoint_from_row(row, queues[row["id"]], DECODERS, _types) for row in found[:limit]
-        ]
-        return endpoints, (found[limit - 1]["seq"] if len(found) > limit else None)
+        page = rows.page_params(limit, before_seq)
+        if tenant is None:
+            found = await fetch(self._pool, self._q.list_endpoints, **page)
+        else:
+            found = await fetch(self._pool, self._q.list_endpoints_by_tenant, tenant=tenant, **page)
+        shown, next_seq = rows.page(found, limit)
+        return [_endpoint(row) for row in shown], next_seq
 
     async def update_endpoint(self, endpoint_id: str, change: EndpointChange, now: datetime) -> Endpoint:
         q = self._q
@@ -81,13 +72,12 @@ class PostgresWebhooks:
             async with conn.transaction():
                 if await fetchrow(conn, q.lock_endpoint, id=endpoint_id) is None:
                     raise EndpointNotFound(endpoint_id)
-                queue = await fetchrow(conn, q.get_queue_for_update, name=endpoint_id)
-                current = await self._endpoint(conn, await fetchrow(conn, q.get_endpoint, id=endpoint_id))
+                await execute(conn, q.get_queue_for_update, name=endpoint_id)  # as update_queue locks
+                current = await self._read_endpoint(conn, endpoint_id)
                 spec = change(current.spec)
                 await execute(conn, q.update_endpoint, **_endpoint_params(endpoint_id, spec, now))
-                delivery = config_params(endpoint_id, spec.delivery, now)
-                delivery["paused"] = queue["paused"]
-                await execute(conn, q.update_queue, **delivery)
+                delivery = replace(spec.delivery, paused=not current.enabled)
+                await execute(conn, q.update_queue, **rows.config_params(endpoint_id, delivery, now))
                 if spec.url != current.spec.url:
                     await execute(conn, q.update_endpoint_task_urls, id=endpoint_id, url=spec.url)
             return await self._read_endpoint(conn, endpoint_id)
@@ -138,11 +128,7 @@ class PostgresWebhooks:
         row = await fetchrow(conn, self._q.get_endpoint, id=endpoint_id)
         if row is None:  # deleted by another request meanwhile
             raise EndpointNotFound(endpoint_id)
-        return await self._endpoint(conn, row)
-
-    async def _endpoint(self, conn: Connection, row: Any) -> Endpoint:
-        queue = await fetchrow(conn, self._q.get_queue, name=row["id"])
-        return webhook_rows.endpoint_from_row(row, rows.queue_config_from_row(queue), DECODERS, _types)
+        return _endpoint(row)
 
     # --- events --------------------------------------------------------------------
     async def publish(
@@ -197,13 +183,11 @@ class PostgresWebhooks:
     async def list_events(
         self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
     ) -> tuple[list[Event], int | None]:
-        before = MAX_SEQ if before_seq is None else before_seq
+        page = rows.page_params(limit, before_seq)
         async with self._pool.acquire() as conn:
-            found = await fetch(
-                conn, self._q.list_events, before=before, limit=limit + 1, type=event_type, tenant=tenant
-            )
-            events = await self._read_events(conn, found[:limit])
-        return events, (found[limit - 1]["seq"] if len(found) > limit else None)
+            found = await fetch(conn, self._q.list_events, **page, type=event_type, tenant=tenant)
+            shown, next_seq = rows.page(found, limit)
+            return await self._read_events(conn, shown), next_seq
 
     async def _read_events(self, conn: Connection, found: Sequence[Any]) -> list[Event]:
         deliveries = await fetch(conn, self._q.event_deliveries, ids=[row["id"] for row in found])

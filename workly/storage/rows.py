@@ -7,10 +7,14 @@ Each backend passes its own decoders for the types the dialects store differentl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from workly.models import TASK_STATUSES, Attempt, ClaimedTask, Queue, QueueConfig, Task, TaskStatus
+
+MAX_SEQ = 2**63 - 1  # sequences are signed 64-bit in both databases
+R = TypeVar("R")
 
 
 class Row(Protocol):
@@ -125,3 +129,21 @@ def counts_by_queue(rows: Sequence[Row]) -> dict[str, dict[str, int]]:
 
 def empty_counts() -> dict[str, int]:
     return dict.fromkeys(TASK_STATUSES, 0)
+
+
+def page_params(limit: int, before_seq: int | None) -> dict[str, int]:
+    """A list page's parameters: ``limit`` + 1 rows (the extra says whether more follow)
+    before ``before_seq`` (None: from the newest)."""
+    return {"before": MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
+
+
+def page(found: Sequence[R], limit: int) -> tuple[list[R], int | None]:
+    """A page read with ``page_params``: its rows, and the seq the next page starts before
+    (None: this was the last)."""
+    next_seq: int | None = cast(Any, found[limit - 1])["seq"] if len(found) > limit else None
+    return list(found[:limit]), next_seq
+
+
+def config_params(name: str, config: QueueConfig, now: Any) -> dict[str, Any]:
+    """put_queue's and update_queue's parameters; ``now`` as the dialect stores times."""
+    return {**asdict(config), "name": name, "now": now}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +47,6 @@ from workly.storage.sqlite_webhooks import HELD_US, SqliteWebhooks, apply_breake
 from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
 
 Db = sqlite3.Connection
-_MAX_SEQ = 2**63 - 1
 _MIN_SQLITE = (3, 38, 0)  # ->> operator, RETURNING, UPDATE … FROM
 _q = sqlite_queries  # loaded at the first call, then cached
 _DECODERS = DECODERS
@@ -234,7 +232,7 @@ def _list_tasks(
     db: Db, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
 ) -> tuple[list[Task], int | None]:
     q = _q()
-    page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
+    page = rows.page_params(limit, before_seq)
     if queue is None and status is None:
         found = fetchall(db, q.list_all_tasks, page)
     elif queue is None:
@@ -252,8 +250,8 @@ def _list_tasks(
         found = fetchall(db, q.list_tasks, {**page, "queue": queue})
     else:
         found = fetchall(db, q.list_tasks_by_status, {**page, "queue": queue, "status": status})
-    tasks = [rows.task_from_row(row, _DECODERS) for row in found[:limit]]
-    return tasks, (found[limit - 1]["seq"] if len(found) > limit else None)
+    shown, next_seq = rows.page(found, limit)
+    return [rows.task_from_row(row, _DECODERS) for row in shown], next_seq
 
 
 def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
@@ -346,7 +344,7 @@ def _list_queues(db: Db) -> list[Queue]:
 
 def _put_queue(db: Db, name: str, config: QueueConfig, now_us: int) -> tuple[Queue, bool]:
     created = fetchone(db, _q().get_queue, {"name": name}) is None
-    execute(db, _q().put_queue, _config_params(name, config, now_us))
+    execute(db, _q().put_queue, rows.config_params(name, config, now_us))
     queue = _read_queue(db, name)
     assert queue is not None
     return queue, created
@@ -357,7 +355,7 @@ def _update_queue(db: Db, name: str, change: QueueChange, now_us: int) -> Queue:
     if row is None:
         raise QueueNotFound(name)
     config = change(rows.queue_config_from_row(row))
-    execute(db, _q().update_queue, _config_params(name, config, now_us))
+    execute(db, _q().update_queue, rows.config_params(name, config, now_us))
     queue = _read_queue(db, name)
     assert queue is not None
     return queue
@@ -395,7 +393,3 @@ def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
         "breaker": task.breaker,
         "held_until": HELD_US,
     }
-
-
-def _config_params(name: str, config: QueueConfig, now_us: int) -> dict[str, Any]:
-    return {**asdict(config), "name": name, "now": now_us}

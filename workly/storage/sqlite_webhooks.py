@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,6 @@ from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, 
 
 Db = sqlite3.Connection
 HELD_US = to_us(HELD_UNTIL)
-_MAX_SEQ = 2**63 - 1
 _q = sqlite_queries
 
 
@@ -110,12 +109,8 @@ def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now_us: int) -> dict[
     return webhook_rows.endpoint_params(endpoint_id, spec, now_us, types, json.dumps(spec.headers))
 
 
-def _queue_params(name: str, spec: EndpointSpec, paused: bool, now_us: int) -> dict[str, Any]:
-    return {**asdict(spec.delivery), "paused": paused, "name": name, "now": now_us}
-
-
 def _create_endpoint(db: Db, endpoint_id: str, spec: EndpointSpec, now_us: int) -> Endpoint:
-    execute(db, _q().put_queue, _queue_params(endpoint_id, spec, False, now_us))
+    execute(db, _q().put_queue, rows.config_params(endpoint_id, spec.delivery, now_us))
     execute(db, _q().insert_endpoint, _endpoint_params(endpoint_id, spec, now_us))
     execute(db, _q().insert_breakers, {"keys": json.dumps([endpoint_id])})
     return _read_endpoint(db, endpoint_id)
@@ -123,7 +118,7 @@ def _create_endpoint(db: Db, endpoint_id: str, spec: EndpointSpec, now_us: int) 
 
 def _get_endpoint(db: Db, endpoint_id: str) -> Endpoint | None:
     row = fetchone(db, _q().get_endpoint, {"id": endpoint_id})
-    return None if row is None else _endpoint(db, row)
+    return None if row is None else _endpoint(row)
 
 
 def _read_endpoint(db: Db, endpoint_id: str) -> Endpoint:
@@ -133,29 +128,28 @@ def _read_endpoint(db: Db, endpoint_id: str) -> Endpoint:
     return found
 
 
-def _endpoint(db: Db, row: sqlite3.Row) -> Endpoint:
-    queue = fetchone(db, _q().get_queue, {"name": row["id"]})
-    assert queue is not None, "an endpoint's queue goes with it"
-    return webhook_rows.endpoint_from_row(row, rows.queue_config_from_row(queue), DECODERS, _types)
+def _endpoint(row: sqlite3.Row) -> Endpoint:
+    return webhook_rows.endpoint_from_row(row, DECODERS, _types)
 
 
 def _list_endpoints(
     db: Db, tenant: str | None, limit: int, before_seq: int | None
 ) -> tuple[list[Endpoint], int | None]:
-    page = {"before": _MAX_SEQ if before_seq is None else before_seq, "limit": limit + 1}
+    page = rows.page_params(limit, before_seq)
     if tenant is None:
         found = fetchall(db, _q().list_endpoints, page)
     else:
         found = fetchall(db, _q().list_endpoints_by_tenant, {**page, "tenant": tenant})
-    endpoints = [_endpoint(db, row) for row in found[:limit]]
-    return endpoints, (found[limit - 1]["seq"] if len(found) > limit else None)
+    shown, next_seq = rows.page(found, limit)
+    return [_endpoint(row) for row in shown], next_seq
 
 
 def _update_endpoint(db: Db, endpoint_id: str, change: EndpointChange, now_us: int) -> Endpoint:
     current = _read_endpoint(db, endpoint_id)
     spec = change(current.spec)
     execute(db, _q().update_endpoint, _endpoint_params(endpoint_id, spec, now_us))
-    execute(db, _q().update_queue, _queue_params(endpoint_id, spec, not current.enabled, now_us))
+    delivery = replace(spec.delivery, paused=not current.enabled)
+    execute(db, _q().update_queue, rows.config_params(endpoint_id, delivery, now_us))
     if spec.url != current.spec.url:
         execute(db, _q().update_endpoint_task_urls, {"id": endpoint_id, "url": spec.url})
     return _read_endpoint(db, endpoint_id)
@@ -227,12 +221,13 @@ def _publish(
             original = fetchone(db, _q().get_event, {"id": event.id})
         assert original is not None
         return Published(_events(db, [original])[0], created=False)
+    task_ids = [new_task_id() for _ in targets]
     execute_many(
         db,
         _q().publish_event_deliveries,
         [
             {
-                "task_id": new_task_id(),
+                "task_id": task_id,
                 "endpoint_id": row["id"],
                 "url": row["url"],
                 "headers": json.dumps(
@@ -245,12 +240,11 @@ def _publish(
                 "now": now_us,
                 "event_id": event.id,
             }
-            for row in targets
+            for row, task_id in zip(targets, task_ids, strict=True)
         ],
     )
-    stored = fetchone(db, _q().get_event, {"id": event.id})
-    assert stored is not None
-    return Published(_events(db, [stored])[0], created=True)
+    deliveries = [(row["id"], task_id) for row, task_id in zip(targets, task_ids, strict=True)]
+    return Published(webhook_rows.new_event(event, DECODERS.time(now_us), deliveries), created=True)
 
 
 def _get_event(db: Db, event_id: str) -> Event | None:
@@ -261,11 +255,9 @@ def _get_event(db: Db, event_id: str) -> Event | None:
 def _list_events(
     db: Db, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
 ) -> tuple[list[Event], int | None]:
-    before = _MAX_SEQ if before_seq is None else before_seq
-    found = fetchall(
-        db, _q().list_events, {"before": before, "limit": limit + 1, "type": event_type, "tenant": tenant}
-    )
-    return _events(db, found[:limit]), (found[limit - 1]["seq"] if len(found) > limit else None)
+    params = {**rows.page_params(limit, before_seq), "type": event_type, "tenant": tenant}
+    shown, next_seq = rows.page(fetchall(db, _q().list_events, params), limit)
+    return _events(db, shown), next_seq
 
 
 def _events(db: Db, found: Sequence[sqlite3.Row]) -> list[Event]:

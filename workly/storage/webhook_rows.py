@@ -9,16 +9,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from workly.breaker import BreakerState
-from workly.models import QueueConfig
-from workly.storage.rows import Decoders, Row
+from workly.storage.rows import Decoders, Row, queue_config_from_row
 from workly.webhooks import Delivery, Endpoint, EndpointSpec, Event, Health, NewEvent, health_state
 
 ListDecoder = Callable[[Any], tuple[str, ...] | None]
 TimeDecoder = Callable[[Any], datetime]
 
 
-def endpoint_from_row(row: Row, delivery: QueueConfig, dec: Decoders, types: ListDecoder) -> Endpoint:
-    """A row of get_endpoint/list_endpoints (the endpoint joined with its breaker)."""
+def endpoint_from_row(row: Row, dec: Decoders, types: ListDecoder) -> Endpoint:
+    """A row of get_endpoint/list_endpoints: the endpoint joined with its breaker and its
+    queue's delivery settings."""
     enabled = bool(row["enabled"])
     failures = row["consecutive_failures"] or 0
     is_open = row["position"] == "open"
@@ -30,7 +30,7 @@ def endpoint_from_row(row: Row, delivery: QueueConfig, dec: Decoders, types: Lis
             event_types=types(row["event_types"]),
             tenant=row["tenant"],
             headers=dec.headers(row["headers"]),
-            delivery=delivery,
+            delivery=queue_config_from_row(row),
         ),
         enabled=enabled,
         health=Health(

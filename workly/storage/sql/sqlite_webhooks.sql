@@ -6,8 +6,11 @@ INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabl
 VALUES (:id, :url, :description, :event_types, :tenant, :headers, 1, :now, :now);
 
 -- name: get_endpoint
-SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
-FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+-- The endpoint, its health (its breaker) and its delivery settings (its queue's).
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
+       q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
+       q.paused, q.signing_secret
+FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.id = :id;
 
 -- name: lock_endpoint
@@ -15,14 +18,18 @@ WHERE e.id = :id;
 SELECT id FROM endpoints WHERE id = :id;
 
 -- name: list_endpoints
-SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
-FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
+       q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
+       q.paused, q.signing_secret
+FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
 
 -- name: list_endpoints_by_tenant
-SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at
-FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
+SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
+       q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
+       q.paused, q.signing_secret
+FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.tenant = :tenant AND e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
 
