@@ -61,8 +61,8 @@ async def _empty_postgres(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(
-            "TRUNCATE queues, tasks, attempts, queue_releases, queue_turns, endpoints, events, breakers "
-            "RESTART IDENTITY CASCADE"
+            "TRUNCATE queues, tasks, attempts, queue_releases, queue_turns, endpoints, events, breakers, "
+            "operations RESTART IDENTITY CASCADE"
         )
     finally:
         await conn.close()

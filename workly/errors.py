@@ -6,13 +6,15 @@ WorklyError
 │   ├── TaskNotFound
 │   ├── QueueNotFound
 │   ├── EndpointNotFound
-│   └── EventNotFound
+│   ├── EventNotFound
+│   └── OperationNotFound
 ├── ConflictError          the request does not fit the current state → 409
 │   ├── TaskStateConflict
 │   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 │   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
+├── InvalidOperation       a bulk operation that names no filter      → 422
 ├── TooLarge               an input over a configured size limit       → 413
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
@@ -61,6 +63,12 @@ class EventNotFound(NotFoundError):
         self.event_id = event_id
 
 
+class OperationNotFound(NotFoundError):
+    def __init__(self, operation_id: str) -> None:
+        super().__init__(f"operation {operation_id!r} does not exist")
+        self.operation_id = operation_id
+
+
 class ConflictError(WorklyError):
     """The operation is not allowed in the resource's current state."""
 
@@ -88,6 +96,10 @@ class InvalidQueueConfig(WorklyError):
 
 class InvalidEndpoint(InvalidQueueConfig):
     """An endpoint whose fields contradict each other (its delivery settings are a queue's)."""
+
+
+class InvalidOperation(WorklyError):
+    """A bulk operation that cannot be run as asked (no filter, an unknown action)."""
 
 
 class TooLarge(WorklyError):

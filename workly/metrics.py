@@ -95,6 +95,13 @@ class Metrics:
             "workly_endpoints", "Endpoints by health state (refreshed periodically)", ["state"],
             registry=r, multiprocess_mode="livemostrecent",
         )  # fmt: skip
+        self.callbacks = Counter(
+            "workly_callbacks", "Callback tasks enqueued for finished tasks (docs/failures.md)", registry=r
+        )
+        self.operation_tasks = Counter(
+            "workly_operation_tasks", "Tasks bulk operations went through, by action and result",
+            ["action", "result"], registry=r,
+        )  # fmt: skip
 
     def set_endpoint_states(self, counts: Mapping[str, int]) -> None:
         for state in ENDPOINT_STATES:

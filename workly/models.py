@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -15,6 +15,10 @@ QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 # the claim's token arithmetic in PostgreSQL's float8, which would fail every claim.
 MIN_RATE_LIMIT = 1e-6  # a regex: fullmatch it, or anchor it where used
 _QUEUE_NAME = re.compile(QUEUE_NAME)
+# stop_on entries: a status code 300-599 ("404") or a class ("4xx"); a 2xx is a success and
+# a 1xx never final, so neither can stop anything.
+_STOP_ON_ENTRY = re.compile(r"[345](xx|[0-9][0-9])")
+MAX_STOP_ON = 100
 TaskStatus = Literal["ready", "running", "succeeded", "failed", "canceled"]
 TASK_STATUSES: tuple[TaskStatus, ...] = ("ready", "running", "succeeded", "failed", "canceled")
 Ordering = Literal["none", "key"]
@@ -22,6 +26,9 @@ Outcome = Literal["succeeded", "retry", "failed"]
 # What an attempt says about its receiver, for the circuit breaker (workly/breaker.py):
 # "ok" (it answered), "fail" (a sign of trouble), "gone" (an endpoint answered 410).
 BreakerEffect = Literal["ok", "fail", "gone"]
+DEFAULT_STOP_ON: tuple[str, ...] = ("410",)
+# What a callback task announces (its JSON "type"): workly/callbacks.py.
+CallbackKind = Literal["succeeded", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,10 @@ class QueueConfig:
     # whsec_ secrets signing this queue's deliveries instead of WORKLY_SIGNING_SECRET
     # (space separated, the first current). Write-only through the API.
     signing_secret: str | None = None
+    # Status codes ("404") and classes ("4xx") after which a task fails without a retry
+    # (408, 425 and 429 are retried whatever it says: dispatch/policy.py).
+    stop_on: tuple[str, ...] = DEFAULT_STOP_ON
+    deadline: float | None = None  # seconds after a task's creation (or redrive): no attempt after
 
 
 # A change to a queue's config, applied by the storage to the stored config inside the
@@ -73,6 +84,14 @@ class NewTask:
     event_id: str | None = None  # a delivery of this event (its webhook-id)
     endpoint_id: str | None = None  # … to this endpoint
     breaker: str | None = None  # the breaker it counts for: its endpoint id, else its origin
+    # The retry policy's per-task overrides of its queue's (None: the queue's).
+    stop_on: tuple[str, ...] | None = None
+    deadline: float | None = None
+    min_backoff: float | None = None
+    max_backoff: float | None = None
+    callback_url: str | None = None  # called once after it succeeded
+    failure_callback_url: str | None = None  # … after it failed for good
+    callback_of: str | None = None  # this task is the callback of that task
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +117,14 @@ class Task:
     updated_at: datetime
     event_id: str | None = None
     endpoint_id: str | None = None
+    # The retry policy in effect (the task's own, else its queue's).
+    stop_on: tuple[str, ...] = DEFAULT_STOP_ON
+    deadline: float | None = None
+    min_backoff: float = 1.0
+    max_backoff: float = 3600.0
+    callback_url: str | None = None
+    failure_callback_url: str | None = None
+    callback_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +144,8 @@ class ClaimedTask:
     method: str
     headers: dict[str, str]
     body: bytes
-    attempt: int  # number of this attempt, 1-based
-    max_attempts: int
+    attempt: int  # number of this attempt, 1-based, counted across retries
+    max_attempts: int  # … allowed after attempt_base
     timeout: float
     min_backoff: float
     max_backoff: float
@@ -128,6 +155,10 @@ class ClaimedTask:
     event_id: str | None = None  # an event's delivery: the webhook-id is the event's
     endpoint_id: str | None = None
     breaker: str | None = None
+    attempt_base: int = 0  # attempts made before its last redrive (retry): max_attempts counts after
+    stop_on: tuple[str, ...] = DEFAULT_STOP_ON
+    deadline_at: datetime | None = None  # no attempt may start at or after it
+    capture_response: bool = False  # it has a callback: keep up to WORKLY_MAX_BODY_BYTES of the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +191,8 @@ class AttemptResult:
     effect: BreakerEffect | None = None  # what the attempt says about that breaker
     endpoint_id: str | None = None
     task_id: str = ""  # for what follows the record (Workly's own events)
+    has_callback: bool = False  # a final outcome then has a callback to send
+    sent: bool = True  # False: claimed after its deadline, not sent (no attempt is kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,3 +232,17 @@ def check_queue_config(config: QueueConfig) -> QueueConfig:
             f"min_backoff ({config.min_backoff:g}s) must not exceed max_backoff ({config.max_backoff:g}s)"
         )
     return config
+
+
+def check_stop_on(values: Sequence[str]) -> tuple[str, ...]:
+    """A stop_on list: status codes 300-599 ("404") and classes ("3xx", "4xx", "5xx"),
+    without repeats. Empty is allowed: every failure is retried (410 too)."""
+    if len(values) > MAX_STOP_ON:
+        raise ValueError(f"stop_on lists at most {MAX_STOP_ON} entries")
+    for value in values:
+        if not isinstance(value, str) or not _STOP_ON_ENTRY.fullmatch(value):
+            raise ValueError(
+                f'stop_on entry {value!r} must be a status code from 300 to 599 ("404") or a class '
+                '("3xx", "4xx", "5xx")'
+            )
+    return tuple(dict.fromkeys(values))

@@ -151,6 +151,8 @@ class NewEvent:
     key: str | None = None
     idempotency_key: str | None = None
     run_at: datetime | None = None  # None: due now
+    callback_url: str | None = None  # given to each of its deliveries
+    failure_callback_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,8 @@ class Event:
     run_at: datetime
     created_at: datetime
     deliveries: list[Delivery]
+    callback_url: str | None = None
+    failure_callback_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,8 @@ FIELDS = {
     "min_backoff",
     "max_backoff",
     "timeout",
+    "stop_on",
+    "deadline",
     "ordering",
     "enabled",
     "health",
@@ -624,7 +626,7 @@ async def test_recover_re_enqueues_the_tasks_that_failed_since(running: tuple[Se
     assert await post(api, endpoint["id"], "recover", {"since": since}) == {"recovered": 2}
     for event in late:
         task = await api.task(delivery_to(event, endpoint["id"]))
-        assert (task["status"], task["attempts"]) == ("ready", 0)
+        assert (task["status"], task["attempts"]) == ("ready", 1)  # numbered on across the redrive
         assert (await api.task(delivery_to(event, other["id"])))["status"] == "failed"  # not its tasks
     assert (await api.task(delivery_to(early, endpoint["id"])))["status"] == "failed"
     assert await post(api, endpoint["id"], "recover", {"since": since}) == {"recovered": 0}

@@ -31,6 +31,8 @@ EVENT_FIELDS = {
     "run_at",
     "created_at",
     "deliveries",
+    "callback_url",
+    "failure_callback_url",
 }
 
 

@@ -187,23 +187,72 @@ async def test_cancel_only_ready_tasks(storage: Storage, clock: FakeClock) -> No
 async def test_redrive_gives_a_fresh_attempt_budget(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=1)]), clock())
     [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    assert (claimed.attempt, claimed.attempt_base) == (1, 0)
     await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
     redriven = await storage.retry_task(stored.task.id, clock.advance(10))
-    assert (redriven.status, redriven.attempts, redriven.run_at) == ("ready", 0, clock())
+    # Attempts go on counting across the redrive; the budget counts from it.
+    assert (redriven.status, redriven.attempts, redriven.run_at) == ("ready", 1, clock())
     [again] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
-    assert again.attempt == 1
+    assert (again.attempt, again.attempt_base, again.max_attempts) == (2, 1, 1)
     with pytest.raises(TaskStateConflict):
         await storage.retry_task(stored.task.id, clock())  # running now
     with pytest.raises(TaskNotFound):
         await storage.retry_task("task_missing", clock())
 
 
+async def test_attempt_numbers_continue_across_redrives(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=2)]), clock())
+    for expected in (1, 2):
+        [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+        assert claimed.attempt == expected
+        outcome = "retry" if expected == 1 else "failed"
+        await storage.record_results([result_for(claimed, clock(), outcome, 500, retry_in=0)], clock())
+    await storage.retry_task(stored.task.id, clock.advance(1))
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    assert (claimed.attempt, claimed.attempt_base) == (3, 2)
+    await storage.record_results([result_for(claimed, clock(), "failed", 503)], clock())
+    attempts = await storage.list_attempts(stored.task.id)
+    assert [a.attempt for a in attempts] == [1, 2, 3]
+    task = await storage.get_task(stored.task.id)
+    assert task is not None and (task.status, task.attempts) == ("failed", 3)
+
+
+async def test_reaper_counts_the_budget_from_the_redrive(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=1, timeout=1)]), clock())
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    await storage.record_results([result_for(claimed, clock(), "failed", 500)], clock())
+    await storage.retry_task(stored.task.id, clock())
+    await storage.claim_tasks(10, clock(), token(), MARGIN)  # attempt 2, then its process dies
+    assert await storage.reap_expired(clock.advance(MARGIN + 5)) == 1
+    task = await storage.get_task(stored.task.id)
+    assert task is not None and (task.status, task.attempts) == ("failed", 2)
+
+
 async def test_redrive_a_canceled_task(storage: Storage, clock: FakeClock) -> None:
     [stored] = await storage.enqueue(in_queue("q", [new()]), clock())
     await storage.cancel_task(stored.task.id, clock())
     assert (await storage.retry_task(stored.task.id, clock())).status == "ready"
+
+
+async def test_retry_makes_a_waiting_task_due_now(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue(in_queue("q", [new(max_attempts=5)]), clock())
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    await storage.record_results([result_for(claimed, clock(), "retry", 500, retry_in=3600)], clock())
+    assert (await storage.claim_tasks(10, clock.advance(1), token(), MARGIN)).tasks == []
+    now_due = await storage.retry_task(stored.task.id, clock())
+    # Due now, its attempts and budget untouched: attempt 2 of 5.
+    assert (now_due.status, now_due.run_at, now_due.attempts) == ("ready", clock(), 1)
+    [again] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    assert (again.id, again.attempt, again.attempt_base) == (stored.task.id, 2, 0)
     with pytest.raises(TaskStateConflict):
-        await storage.retry_task(stored.task.id, clock())  # ready: nothing to redrive
+        await storage.retry_task(stored.task.id, clock())  # running: 409
+
+
+async def test_retry_of_a_delayed_task_makes_it_due_now(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue(in_queue("q", [new(run_at=clock() + timedelta(days=1))]), clock())
+    assert (await storage.retry_task(stored.task.id, clock.advance(1))).run_at == clock()
+    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    assert claimed.id == stored.task.id
 
 
 async def test_idempotency_key_returns_the_existing_task(storage: Storage, clock: FakeClock) -> None:

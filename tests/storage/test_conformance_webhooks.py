@@ -752,11 +752,11 @@ async def test_recover_makes_recently_failed_deliveries_ready(storage: Storage, 
 
     assert await storage.recover_endpoint(created.id, since, clock.advance(5)) == 1
     recovered = await task(storage, recent)
-    assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 0, clock())
+    assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock())
     assert (await task(storage, old)).status == "failed"
     assert (await task(storage, succeeded)).status == "succeeded"
     [again] = await claim(storage, clock())
-    assert (again.id, again.attempt) == (recent, 1)
+    assert (again.id, again.attempt, again.attempt_base) == (recent, 2, 1)  # numbered on
     assert await storage.recover_endpoint(created.id, since, clock()) == 0  # it is running now
 
 
@@ -829,7 +829,7 @@ async def test_recovered_deliveries_of_an_open_endpoint_wait_for_the_probe(
     assert await storage.recover_endpoint(created.id, opened_at, clock.advance(1)) == 3
     for task_id in ids[:3]:
         recovered = await task(storage, task_id)
-        assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 0, clock())
+        assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock())
     assert await claim(storage, clock.advance(5)) == []
     clock.now = opened_at + timedelta(seconds=30)
     assert await storage.release_probes(clock()) == 1

@@ -95,7 +95,8 @@ async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_dea
             "attempts": [result.attempt], "started_ats": [result.started_at],
             "finished_ats": [result.finished_at], "status_codes": [result.status_code],
             "errors": [result.error], "responses": [result.response], "outcomes": [result.outcome],
-            "next_run_ats": [result.next_run_at], "now": clock(), "ok_keys": [], "held_until": HELD_UNTIL,
+            "next_run_ats": [result.next_run_at], "sents": [True], "now": clock(), "ok_keys": [],
+            "held_until": HELD_UNTIL,
         }))  # fmt: skip
         await batch.commit()
         async with asyncio.timeout(10):

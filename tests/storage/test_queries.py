@@ -21,7 +21,7 @@ from workly.storage.queries import (
 # that keep queue limits across processes (it runs in one process, with one writer).
 POSTGRES_ONLY = {
     "announce_work", "autovacuum_enabled", "vacuum", "lock_queue_of_task", "delete_queue_releases",
-    "lock_queues", "recount_running",
+    "lock_queues", "recount_running", "lock_queues_named",
 }  # fmt: skip
 
 

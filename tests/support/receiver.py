@@ -37,6 +37,7 @@ class Receiver:
         self._scripts: dict[str, deque[int]] = defaultdict(deque)
         self._delays: dict[str, float] = {}
         self._redirects: dict[str, str] = {}
+        self._bodies: dict[str, bytes] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
         self.in_flight_at: Counter[str] = Counter()  # per path
@@ -47,6 +48,10 @@ class Receiver:
 
     def script(self, path: str, statuses: list[int]) -> None:
         self._scripts[path].extend(statuses)
+
+    def answer_with(self, path: str, body: bytes) -> None:
+        """Send ``body`` (application/octet-stream) with every answer to ``path``."""
+        self._bodies[path] = body
 
     def redirect(self, path: str, location: str) -> None:
         """Answer requests to ``path`` with 302 Found to ``location``."""
@@ -95,6 +100,10 @@ class Receiver:
             return web.Response(status=302, headers={"Location": self._redirects[request.path]})
         script = self._scripts.get(request.path)
         status = script.popleft() if script else 204
+        if request.path in self._bodies and status != 204:
+            return web.Response(
+                status=status, body=self._bodies[request.path], content_type="application/octet-stream"
+            )
         return web.Response(status=status, text=None if status == 204 else f"status {status}")
 
 

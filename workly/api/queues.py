@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 from fastapi.responses import JSONResponse
 
-from workly.api.schemas import QueueConfigIn, QueuePatchIn
+from workly.api.schemas import QueueConfigIn, QueuePatchIn, policy_tuples
 from workly.models import QUEUE_NAME, QueueConfig
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
@@ -29,7 +29,7 @@ async def get_queue(queue: QueuePath, service: ServiceDep) -> JSONResponse:
 
 @router.put("/{queue}", summary="Create a queue or replace its config")
 async def put_queue(queue: QueuePath, config: QueueConfigIn, service: ServiceDep) -> JSONResponse:
-    stored, created = await service.put_queue(queue, QueueConfig(**config.model_dump()))
+    stored, created = await service.put_queue(queue, QueueConfig(**policy_tuples(config.model_dump())))
     return JSONResponse(rep.queue_json(stored), status_code=201 if created else 200)
 
 

@@ -22,7 +22,7 @@ from pydantic import (
 from workly.body import encode_body
 from workly.errors import ConfigError
 from workly.ids import new_task_id
-from workly.models import MIN_RATE_LIMIT, NewTask
+from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, NewTask, check_stop_on
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import decode_secret
 from workly.webhooks import origin_of
@@ -56,6 +56,33 @@ def _reject_surrogates(value: Any) -> None:
     elif isinstance(value, list):
         for item in value:
             _reject_surrogates(item)
+
+
+MAX_DEADLINE = 366 * 86400  # seconds
+StopOn = Annotated[
+    list[str],
+    AfterValidator(lambda value: list(check_stop_on(value))),
+    Field(
+        description='status codes ("404") and classes ("4xx") after which a task fails at once; '
+        "408, 425 and 429 are retried whatever it says"
+    ),
+]
+Deadline = Annotated[
+    float,
+    Field(
+        gt=0,
+        le=MAX_DEADLINE,
+        description="seconds after creation (or a redrive) after which no attempt starts",
+    ),
+]
+MinBackoff = Annotated[float, Field(ge=0, le=86_400)]
+MaxBackoff = Annotated[float, Field(ge=0, le=30 * 86_400)]
+CallbackUrl = Annotated[str, Field(max_length=MAX_URL_LENGTH), AfterValidator(check_url)]
+
+
+def check_backoffs(min_backoff: float | None, max_backoff: float | None) -> None:
+    if min_backoff is not None and max_backoff is not None and min_backoff > max_backoff:
+        raise ValueError(f"min_backoff ({min_backoff:g}s) must not exceed max_backoff ({max_backoff:g}s)")
 
 
 def check_base64(value: str | None, field: str) -> str | None:
@@ -111,6 +138,14 @@ class TaskIn(_Strict):
     idempotency_key: ShortText | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds per attempt")
+    stop_on: StopOn | None = None
+    deadline: Deadline | None = None
+    min_backoff: MinBackoff | None = None
+    max_backoff: MaxBackoff | None = None
+    callback_url: CallbackUrl | None = Field(default=None, description="called once after it succeeded")
+    failure_callback_url: CallbackUrl | None = Field(
+        default=None, description="called once after it failed for good"
+    )
     _encoded: tuple[dict[str, str], bytes] | None = PrivateAttr(default=None)
 
     @field_validator("url")
@@ -139,6 +174,7 @@ class TaskIn(_Strict):
             raise ValueError("give either body or body_base64, not both")
         if self.delay is not None and self.run_at is not None:
             raise ValueError("give either delay or run_at, not both")
+        check_backoffs(self.min_backoff, self.max_backoff)
         # Encoded once, here: a body that cannot be encoded is a 422, not a 500 later.
         self._encoded = encode_body(self.headers, self.body, self.body_base64)
         return self
@@ -168,6 +204,12 @@ class TaskIn(_Strict):
             max_attempts=self.max_attempts,
             timeout=self.timeout,
             breaker=origin_of(self.url),  # its destination origin's circuit breaker
+            stop_on=None if self.stop_on is None else tuple(self.stop_on),
+            deadline=self.deadline,
+            min_backoff=self.min_backoff,
+            max_backoff=self.max_backoff,
+            callback_url=self.callback_url,
+            failure_callback_url=self.failure_callback_url,
         )
 
 
@@ -209,6 +251,8 @@ class QueueConfigIn(_Strict):
         description="whsec_ secrets (space separated, the first current) that sign this queue's "
         "deliveries instead of WORKLY_SIGNING_SECRET; write-only",
     )
+    stop_on: StopOn = Field(default_factory=lambda: list(DEFAULT_STOP_ON))
+    deadline: Deadline | None = None
 
 
 class QueuePatchIn(_Strict):
@@ -223,16 +267,25 @@ class QueuePatchIn(_Strict):
     ordering: Literal["none", "key"] | None = None
     paused: bool | None = None
     signing_secret: SigningSecrets | None = Field(default=None, description="null removes it")
+    stop_on: StopOn | None = None
+    deadline: Deadline | None = Field(default=None, description="null removes it")
 
     @model_validator(mode="after")
     def _no_null_except_rate_limit(self) -> QueuePatchIn:
-        for name in self.model_fields_set - {"rate_limit", "signing_secret"}:
+        for name in self.model_fields_set - {"rate_limit", "signing_secret", "deadline"}:
             if getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null")
         return self
 
     def changes(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        return policy_tuples({name: getattr(self, name) for name in self.model_fields_set})
+
+
+def policy_tuples(changes: dict[str, Any]) -> dict[str, Any]:
+    """A stop_on list as the config keeps it (a tuple)."""
+    if changes.get("stop_on") is not None:
+        changes["stop_on"] = tuple(changes["stop_on"])
+    return changes
 
 
 def inline_json_schema(model: type[BaseModel]) -> dict[str, Any]:

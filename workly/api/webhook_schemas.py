@@ -13,14 +13,18 @@ from pydantic import AfterValidator, Field, JsonValue, PrivateAttr, field_valida
 from workly.api.schemas import (
     RUN_AT_MAX,
     RUN_AT_MIN,
+    CallbackUrl,
+    Deadline,
     ShortText,
     SigningSecrets,
+    StopOn,
     _Strict,
     check_base64,
     check_run_at,
+    policy_tuples,
 )
 from workly.ids import new_id
-from workly.models import MIN_RATE_LIMIT, QueueConfig
+from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, QueueConfig
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.webhooks import (
     MAX_EVENT_TYPE,
@@ -57,6 +61,8 @@ class EndpointIn(_Strict):
     max_backoff: float = Field(default=3600.0, ge=0, le=30 * 86_400)
     timeout: float = Field(default=30.0, gt=0, le=3600)
     ordering: Literal["none", "key"] = "none"
+    stop_on: StopOn = Field(default_factory=lambda: list(DEFAULT_STOP_ON))
+    deadline: Deadline | None = None
 
     @field_validator("url")
     @classmethod
@@ -89,11 +95,13 @@ class EndpointIn(_Strict):
                 timeout=self.timeout,
                 ordering=self.ordering,
                 signing_secret=self.signing_secret,
+                stop_on=tuple(self.stop_on),
+                deadline=self.deadline,
             ),
         )
 
 
-_NULLABLE = frozenset({"description", "event_types", "tenant", "rate_limit", "signing_secret"})
+_NULLABLE = frozenset({"description", "event_types", "tenant", "rate_limit", "signing_secret", "deadline"})
 
 
 class EndpointPatchIn(_Strict):
@@ -112,6 +120,8 @@ class EndpointPatchIn(_Strict):
     max_backoff: float | None = Field(default=None, ge=0, le=30 * 86_400)
     timeout: float | None = Field(default=None, gt=0, le=3600)
     ordering: Literal["none", "key"] | None = None
+    stop_on: StopOn | None = None
+    deadline: Deadline | None = None
 
     @field_validator("url")
     @classmethod
@@ -131,7 +141,7 @@ class EndpointPatchIn(_Strict):
         return self
 
     def changes(self) -> dict[str, Any]:
-        found = {name: getattr(self, name) for name in self.model_fields_set}
+        found = policy_tuples({name: getattr(self, name) for name in self.model_fields_set})
         if found.get("event_types") is not None:
             found["event_types"] = tuple(found["event_types"])
         return found
@@ -164,6 +174,10 @@ class EventIn(_Strict):
     idempotency_key: ShortText | None = None
     delay: float | None = Field(default=None, ge=0, le=366 * 86400, description="seconds from now")
     run_at: datetime | None = Field(default=None, description="RFC 3339 time with an offset")
+    callback_url: CallbackUrl | None = Field(default=None, description="called after each delivery succeeded")
+    failure_callback_url: CallbackUrl | None = Field(
+        default=None, description="called after a delivery failed for good"
+    )
     _encoded: tuple[bytes, str] | None = PrivateAttr(default=None)
 
     @field_validator("type")
@@ -206,6 +220,8 @@ class EventIn(_Strict):
             key=self.key,
             idempotency_key=self.idempotency_key or idempotency_header,
             run_at=run_at,
+            callback_url=self.callback_url,
+            failure_callback_url=self.failure_callback_url,
         )
 
 

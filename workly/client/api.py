@@ -111,6 +111,18 @@ class ApiClient:
     def event(self, event_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/events/{_id(event_id, 'an event id (evt_…)')}")
 
+    # Bulk operations (retry or cancel every task a filter matches).
+
+    def create_operation(self, action: str, task_filter: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/operations", json={"action": action, "filter": task_filter})
+
+    def operations(self, limit: int, cursor: str | None) -> dict[str, Any]:
+        params = {"limit": limit, "cursor": cursor}
+        return self._call("GET", "/v1/operations", params={k: v for k, v in params.items() if v is not None})
+
+    def operation(self, operation_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/operations/{_id(operation_id, 'an operation id (op_…)')}")
+
     def _call(self, method: str, path: str, *, empty: bool = False, **kwargs: Any) -> dict[str, Any]:
         """The JSON object the server answered; ``empty``: a success without a body is {}."""
         response = self._request(method, path, **kwargs)

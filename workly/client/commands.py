@@ -1,14 +1,18 @@
 """The client commands (`workly enqueue`, `tasks`, `task`, `queues`, `retry`, `cancel`,
-`pause`, `resume`): each asks a running server and prints a table, or the API's JSON
-with --json. Exit status 1 when the server refuses or cannot be reached, 2 for bad input."""
+`pause`, `resume`, and `operations`, `operation` from operations.py): each asks a running
+server and prints a table, or the API's JSON with --json. Exit status 1 when the server
+refuses or cannot be reached, 2 for bad input. `retry` and `cancel` act on one task, or
+with filter options on every task they match (a bulk operation, operations.py)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
+from workly.client import operations as bulk
 from workly.client import render
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
@@ -17,12 +21,25 @@ from workly.models import TASK_STATUSES
 
 Status = Annotated[str | None, typer.Option(help=f"only tasks of this status: {', '.join(TASK_STATUSES)}")]
 TaskId = Annotated[str, typer.Argument(help="task id (task_…)")]
+OneTaskId = Annotated[
+    str | None,
+    typer.Argument(metavar="TASK_ID", help="task id (task_…); leave it out to give filter options instead"),
+]
 QueueName = Annotated[str, typer.Argument(help="queue name")]
 
 
 def register(app: typer.Typer) -> None:
-    for command in (enqueue, tasks, task, queues, retry, cancel, pause, resume):
-        app.command(rich_help_panel="Client (talks to a running server)")(command)
+    for command in (
+        enqueue, tasks, task, queues, retry, cancel, pause, resume, bulk.operations, bulk.operation,
+    ):  # fmt: skip
+        app.command(rich_help_panel="Client (talks to a running server)", help=_help(command))(command)
+
+
+def _help(command: Callable[..., None]) -> str:
+    """The command's docstring with each paragraph on one line: rich help would keep a wrapped
+    docstring's line breaks where the source has them."""
+    paragraphs = inspect.cleandoc(command.__doc__ or "").split("\n\n")
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)
 
 
 def enqueue(
@@ -90,17 +107,62 @@ def queues(server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson
 
 
 def retry(
-    task_id: TaskId, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
+    task_id: OneTaskId = None,
+    queue: bulk.Queue = None,
+    endpoint: bulk.Endpoint = None,
+    event_type: bulk.EventType = None,
+    tenant: bulk.Tenant = None,
+    key: bulk.Key = None,
+    status: bulk.Status = None,
+    since: bulk.Since = None,
+    until: bulk.Until = None,
+    last_status_code: bulk.LastStatusCode = None,
+    no_wait: bulk.NoWait = False,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Re-enqueue a failed or canceled task, due now."""
-    show(ask(server, token, lambda api: api.retry(task_id)), as_json, _task_line("ready again"))
+    """Re-enqueue a failed or canceled task, due now; a ready task waiting for its next attempt
+    is made due now.
+
+    With filter options instead of TASK_ID: retry every failed or canceled task they match (the
+    others are skipped), as an operation on the server, and show its progress until it ends.
+    """
+    filters = bulk.Filters(queue, endpoint, event_type, tenant, key, status, since, until, last_status_code)
+    one = bulk.one_task("retry", task_id, filters)
+    if one is None:
+        bulk.run("retry", filters, wait=not no_wait, server=server, token=token, as_json=as_json)
+    else:
+        show(ask(server, token, lambda api: api.retry(one)), as_json, _task_line("ready again"))
 
 
 def cancel(
-    task_id: TaskId, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
+    task_id: OneTaskId = None,
+    queue: bulk.Queue = None,
+    endpoint: bulk.Endpoint = None,
+    event_type: bulk.EventType = None,
+    tenant: bulk.Tenant = None,
+    key: bulk.Key = None,
+    status: bulk.Status = None,
+    since: bulk.Since = None,
+    until: bulk.Until = None,
+    last_status_code: bulk.LastStatusCode = None,
+    no_wait: bulk.NoWait = False,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    as_json: AsJson = False,
 ) -> None:
-    """Cancel a task that is waiting to be delivered."""
-    show(ask(server, token, lambda api: api.cancel(task_id)), as_json, _task_line("canceled"))
+    """Cancel a task that is waiting to be delivered.
+
+    With filter options instead of TASK_ID: cancel every ready task they match (the others are
+    skipped), as an operation on the server, and show its progress until it ends.
+    """
+    filters = bulk.Filters(queue, endpoint, event_type, tenant, key, status, since, until, last_status_code)
+    one = bulk.one_task("cancel", task_id, filters)
+    if one is None:
+        bulk.run("cancel", filters, wait=not no_wait, server=server, token=token, as_json=as_json)
+    else:
+        show(ask(server, token, lambda api: api.cancel(one)), as_json, _task_line("canceled"))
 
 
 def pause(

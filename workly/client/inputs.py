@@ -6,11 +6,16 @@ import json
 import math
 import re
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+# RFC 3339's date-time; the offset is matched as optional only to say that it is missing.
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", re.IGNORECASE)
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # the server keeps times in the years 1970-2999
+_LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 
 class InputError(ValueError):
@@ -26,6 +31,43 @@ def parse_delay(text: str) -> float:
     if not math.isfinite(seconds):
         raise InputError(f"{text!r} is too long")
     return seconds
+
+
+def parse_when(text: str, now: datetime) -> str:
+    """A point in time as RFC 3339 UTC ('2030-01-01T00:00:00Z'), from RFC 3339 with an offset,
+    or from a duration back from ``now`` ('30s', '10m', '2h', '1d', as parse_delay reads it)."""
+    if _DURATION.fullmatch(text):
+        when = _ago(text, now)
+    elif _RFC3339.fullmatch(text.strip()):
+        when = _rfc3339(text.strip())
+    else:
+        raise InputError(
+            f"{text!r} is neither a time (RFC 3339, e.g. 2030-01-01T00:00:00Z) "
+            "nor a duration back from now (30s, 10m, 2h, 1d)"
+        )
+    if not _EARLIEST <= when < _LATEST:
+        raise InputError(f"{text!r} is outside the years 1970 to 2999")
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def _rfc3339(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text.upper())
+    except ValueError:  # e.g. month 13
+        raise InputError(f"{text!r} is not a valid time") from None
+    if when.tzinfo is None:  # the server would not know which zone is meant
+        raise InputError(f"{text!r} has no UTC offset: add Z (UTC) or one such as +02:00")
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:  # an offset that crosses year 1 or 9999
+        raise InputError(f"{text!r} is outside the years 1970 to 2999") from None
+
+
+def _ago(text: str, now: datetime) -> datetime:
+    try:
+        return now.astimezone(UTC) - timedelta(seconds=parse_delay(text))
+    except (InputError, OverflowError):  # so many seconds that no date is that far back
+        raise InputError(f"{text!r} is outside the years 1970 to 2999") from None
 
 
 def read_data(text: str) -> Any:

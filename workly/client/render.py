@@ -220,3 +220,54 @@ def event_detail(event: dict[str, Any]) -> str:
             "published, or those that did were deleted since"
         )
     return f"{summary}\n\n{delivery_rows(event['deliveries'])}"
+
+
+# Bulk operations.
+
+_BAR_WIDTH = 20
+
+
+def filter_text(given: dict[str, Any]) -> str:
+    """'queue=orders status=failed': an operation's filter as the API shows it."""
+    return " ".join(f"{name}={value}" for name, value in given.items())
+
+
+def operation_progress(operation: dict[str, Any]) -> str:
+    """'[#########           ] 450/1000  changed 430  skipped 20': a running operation."""
+    done, matched = operation["changed"] + operation["skipped"], operation["matched"]
+    filled = _BAR_WIDTH * min(done, matched) // matched if matched else _BAR_WIDTH
+    bar = "#" * filled + " " * (_BAR_WIDTH - filled)
+    return f"[{bar}] {done}/{matched}  changed {operation['changed']}  skipped {operation['skipped']}"
+
+
+def operation_summary(operation: dict[str, Any]) -> str:
+    """'op_… succeeded: 1000 matched, 980 changed, 20 skipped' (and the error of a failed one)."""
+    counts = f"{operation['matched']} matched, {operation['changed']} changed, {operation['skipped']} skipped"
+    error = f"; {_cell(operation['error'], limit=None)}" if operation["error"] else ""
+    return f"{operation['id']} {operation['state']}: {counts}{error}"
+
+
+def operation_rows(operations: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["ID", "ACTION", "STATE", "MATCHED", "CHANGED", "SKIPPED", "CREATED", "FILTER"],
+        [
+            [
+                o["id"], o["action"], o["state"], o["matched"], o["changed"], o["skipped"],
+                short_time(o["created_at"]), filter_text(o["filter"]),
+            ]
+            for o in operations
+        ],
+    )  # fmt: skip
+
+
+def operation_detail(operation: dict[str, Any]) -> str:
+    return fields(
+        [
+            ("id", operation["id"]), ("action", operation["action"]), ("state", operation["state"]),
+            ("filter", filter_text(operation["filter"])), ("matched", operation["matched"]),
+            ("changed", operation["changed"]), ("skipped", operation["skipped"]),
+            ("error", operation["error"]), ("created", short_time(operation["created_at"])),
+            ("updated", short_time(operation["updated_at"])),
+            ("finished", short_time(operation["finished_at"])),
+        ]
+    )  # fmt: skip

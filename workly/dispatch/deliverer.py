@@ -23,8 +23,11 @@ _MAX_QUEUE_SIGNERS = 1024
 
 
 class Deliverer:
-    def __init__(self, client: HttpClient, signer: Signer, clock: Clock) -> None:
+    def __init__(self, client: HttpClient, signer: Signer, clock: Clock, capture_limit: int = 0) -> None:
+        """``capture_limit``: response bytes kept for a task with a callback (which hands its
+        receiver's answer on); other tasks keep what the client keeps (a snippet)."""
         self._client = client
+        self._capture_limit = capture_limit
         self._signer = signer
         self._clock = clock
         self._queue_signers: dict[str, Signer] = {}
@@ -44,7 +47,8 @@ class Deliverer:
         headers = self._headers(task, int(started.timestamp()))
         try:
             async with asyncio.timeout(task.timeout):
-                response = await self._client.request(task.method, task.url, headers, task.body)
+                max_body = self._capture_limit if task.capture_response else None
+                response = await self._client.request(task.method, task.url, headers, task.body, max_body)
             finished = self._clock()
             retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
         except TimeoutError:

@@ -20,7 +20,7 @@ from workly.batching import GroupCommitter
 from workly.breaker import BreakerRules
 from workly.clock import Clock
 from workly.dispatch.deliverer import Deliverer
-from workly.dispatch.policy import DeliveryOutcome, judge
+from workly.dispatch.policy import DeliveryOutcome, judge, overdue
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
 from workly.periodic import run_every
@@ -162,6 +162,12 @@ class Dispatcher:
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:
+        late = overdue(task, self._clock())
+        if late is not None:
+            log.info("task %s not sent: %s", task.id, late.error)
+            self._metrics.deliveries.labels(task.queue, late.outcome).inc()
+            await self._submit(task, late)
+            return
         outcome = await self._deliverer.deliver(task)
         result = judge(task, outcome, self._rng)
         seconds = (outcome.finished_at - outcome.started_at).total_seconds()
@@ -177,6 +183,9 @@ class Dispatcher:
             f" error={result.error!r}" if result.error and outcome.status_code is None else "",
             extra={"fields": _attempt_fields(task, outcome, result, seconds)},
         )
+        await self._submit(task, result)
+
+    async def _submit(self, task: ClaimedTask, result: AttemptResult) -> None:
         try:
             await self._results.submit(result)
         except Exception:

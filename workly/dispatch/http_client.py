@@ -84,33 +84,41 @@ class HttpClient:
         self._ssl = ssl_context or ssl.create_default_context()
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
 
-    async def request(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> HttpResponse:
+    async def request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes, max_body: int | None = None
+    ) -> HttpResponse:
         """Send one request; bound it with ``asyncio.timeout`` (a cancelled exchange
-        closes its connection, so nothing half-read is ever reused)."""
+        closes its connection, so nothing half-read is ever reused). ``max_body``: response
+        bytes to keep for this request (default: the client's)."""
         target = request_target(url)
         if target.scheme not in ("http", "https") or not target.raw_host or target.port is None:
             raise ProtocolError(f"not an absolute http(s) URL: {url!r}")
         origin = (target.scheme, target.raw_host, target.port)
-        return await self._exchange(origin, _encode_request(method, target, headers, body), method == "HEAD")
+        message = _encode_request(method, target, headers, body)
+        return await self._exchange(
+            origin, message, method == "HEAD", self._max_body if max_body is None else max_body
+        )
 
-    async def _exchange(self, origin: tuple[str, str, int], message: bytes, head: bool) -> HttpResponse:
+    async def _exchange(
+        self, origin: tuple[str, str, int], message: bytes, head: bool, max_body: int
+    ) -> HttpResponse:
         conn = self._take_idle(origin)
         if conn is not None:
             try:
-                return await self._send(origin, conn, message, head)
+                return await self._send(origin, conn, message, head, max_body)
             except _StaleConnection:
                 pass  # the server closed it while idle, before reading this request: retry fresh
         conn = await self._connect(origin)
         try:
-            return await self._send(origin, conn, message, head)
+            return await self._send(origin, conn, message, head, max_body)
         except _StaleConnection:
             raise ProtocolError("the server closed the connection without answering") from None
 
     async def _send(
-        self, origin: tuple[str, str, int], conn: _Connection, message: bytes, head: bool
+        self, origin: tuple[str, str, int], conn: _Connection, message: bytes, head: bool, max_body: int
     ) -> HttpResponse:
         try:
-            response = await conn.exchange(message, head, self._max_body)
+            response = await conn.exchange(message, head, max_body)
         except BaseException:
             conn.close()  # a timeout or error mid-exchange leaves the connection unusable
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -10,6 +11,8 @@ from email.utils import parsedate_to_datetime
 from workly.models import AttemptResult, BreakerEffect, ClaimedTask, Outcome
 
 PERMANENT_STATUS = 410
+# Answers that say "later", not "never": retried whatever stop_on lists.
+ALWAYS_RETRIED = frozenset({408, 425, 429})
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 # What says an origin is in trouble: a 500 or 4xx on one path of a shared host says
 # nothing about its other paths, a 429 or a gateway's error does.
@@ -53,11 +56,53 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+def stops_on(code: int, stop_on: Sequence[str]) -> bool:
+    """Whether an answer ends the task without a retry: its code or its class ("4xx") is
+    listed, and it is not one of the always-retried 408, 425, 429."""
+    if code in ALWAYS_RETRIED:
+        return False
+    text = str(code)
+    return text in stop_on or f"{text[0]}xx" in stop_on
+
+
+def deadline_passed(deadline_at: datetime) -> str:
+    return f"deadline passed: no attempt may start after {deadline_at.isoformat().replace('+00:00', 'Z')}"
+
+
+def overdue(task: ClaimedTask, now: datetime) -> AttemptResult | None:
+    """A claimed task whose deadline has passed is not sent: it fails as it is, no attempt
+    is kept for it, and it says nothing about its receiver."""
+    if task.deadline_at is None or now < task.deadline_at:
+        return None
+    return AttemptResult(
+        task_seq=task.seq,
+        lease_token=task.lease_token,
+        attempt=task.attempt,
+        started_at=now,
+        finished_at=now,
+        status_code=None,
+        error=deadline_passed(task.deadline_at),
+        response=b"",
+        outcome="failed",
+        sent=False,
+        breaker=task.breaker,
+        endpoint_id=task.endpoint_id,
+        task_id=task.id,
+        has_callback=task.capture_response,
+    )
+
+
 def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> AttemptResult:
     code = outcome.status_code
     error = outcome.error
+    stop = code is not None and stops_on(code, task.stop_on)
     if code is not None and not 200 <= code < 300:
-        error = "410 Gone: permanent failure, not retried" if code == PERMANENT_STATUS else f"HTTP {code}"
+        if code == PERMANENT_STATUS and stop:
+            error = "410 Gone: permanent failure, not retried"
+        elif stop:
+            error = f"HTTP {code}: listed in stop_on, not retried"
+        else:
+            error = f"HTTP {code}"
 
     def result(verdict: Outcome, next_run_at: datetime | None = None) -> AttemptResult:
         return AttemptResult(
@@ -75,17 +120,24 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
             effect=breaker_effect(task, outcome),
             endpoint_id=task.endpoint_id,
             task_id=task.id,
+            has_callback=task.capture_response,
         )
 
     if code is not None and 200 <= code < 300:
         return result("succeeded")
-    if code == PERMANENT_STATUS or outcome.permanent or task.attempt >= task.max_attempts:
+    # Attempts count across retries; the budget counts from the last redrive.
+    tries = task.attempt - task.attempt_base
+    if stop or outcome.permanent or tries >= task.max_attempts:
         return result("failed")
     if code in RETRY_AFTER_STATUSES and outcome.retry_after is not None:
         delay = min(outcome.retry_after, task.max_backoff)
     else:
-        delay = backoff_delay(task.attempt, task.min_backoff, task.max_backoff, rng)
-    return result("retry", outcome.finished_at + timedelta(seconds=delay))
+        delay = backoff_delay(tries, task.min_backoff, task.max_backoff, rng)
+    next_run_at = outcome.finished_at + timedelta(seconds=delay)
+    if task.deadline_at is not None and next_run_at >= task.deadline_at:
+        error = f"{deadline_passed(task.deadline_at)} (last attempt: {error})"
+        return result("failed")
+    return result("retry", next_run_at)
 
 
 def breaker_effect(task: ClaimedTask, outcome: DeliveryOutcome) -> BreakerEffect | None:
@@ -99,7 +151,8 @@ def breaker_effect(task: ClaimedTask, outcome: DeliveryOutcome) -> BreakerEffect
     if task.endpoint_id is not None:
         if answered:
             return "ok"
-        return "gone" if code == PERMANENT_STATUS else "fail"
+        # A 410 disables the endpoint unless its stop_on says to retry a 410.
+        return "gone" if code == PERMANENT_STATUS and stops_on(code, task.stop_on) else "fail"
     if outcome.permanent and code is None:
         return None
     if outcome.timed_out and task.timeout < MIN_TELLING_TIMEOUT:

@@ -38,8 +38,11 @@ from workly.errors import (
 )
 from workly.metrics import Metrics
 from workly.models import Attempt, Enqueued, NewTask, Queue, QueueConfig, Task, TaskStatus, check_queue_config
+from workly.service.callbacks import CallbackSender
 from workly.service.enqueuer import Enqueuer
+from workly.service.failures import FailureUseCases
 from workly.service.housekeeping import Housekeeper
+from workly.service.operations import OperationRunner
 from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
 from workly.signing import Signer
 from workly.storage.base import Storage
@@ -88,9 +91,11 @@ class _Parts:
     enqueuer: Enqueuer
     housekeeper: Housekeeper
     announcer: CoalescedCall
+    callbacks: CallbackSender
+    operations: OperationRunner
 
 
-class Service(WebhookUseCases):
+class Service(WebhookUseCases, FailureUseCases):
     def __init__(
         self,
         settings: Settings,
@@ -135,6 +140,8 @@ class Service(WebhookUseCases):
             if settings.dispatch:
                 parts.dispatcher.start()
                 await parts.housekeeper.start()
+                parts.callbacks.start()
+                parts.operations.start()
         except BaseException:
             self._parts = None
             await client.close()
@@ -144,7 +151,8 @@ class Service(WebhookUseCases):
     def _assemble(self, storage: Storage, client: HttpClient) -> _Parts:
         settings, clock, metrics = self.settings, self.clock, self.metrics
         dispatcher = Dispatcher(
-            storage, Deliverer(client, self._signer, clock), clock, max_in_flight=settings.max_in_flight,
+            storage, Deliverer(client, self._signer, clock, capture_limit=settings.max_body_bytes), clock,
+            max_in_flight=settings.max_in_flight,
             poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
             result_batch_max=settings.result_batch_max, metrics=metrics,
             breaker_rules=settings.breaker_rules(), on_recorded=self.on_recorded,
@@ -156,13 +164,16 @@ class Service(WebhookUseCases):
             # cool-down itself is shorter).
             probe_interval=min(0.5, settings.breaker_cooldown),
         )  # fmt: skip
+        enqueuer = Enqueuer(storage, clock, self.work_available, metrics=metrics)
         return _Parts(
             storage=storage,
             client=client,
             dispatcher=dispatcher,
-            enqueuer=Enqueuer(storage, clock, self.work_available, metrics=metrics),
+            enqueuer=enqueuer,
             housekeeper=housekeeper,
             announcer=CoalescedCall(storage.announce_work, _log_announce_error),
+            callbacks=CallbackSender(storage, enqueuer.enqueue, metrics=metrics),
+            operations=OperationRunner(storage, clock, self.work_available, metrics=metrics),
         )
 
     async def stop(self) -> None:
@@ -175,6 +186,8 @@ class Service(WebhookUseCases):
             # The parts stay reachable until all is drained: a commit that lands meanwhile
             # still ends in work_available, and its caller gets its answer.
             await parts.housekeeper.stop()
+            await parts.operations.stop()  # after its chunk in flight; the rest resumes later
+            await parts.callbacks.stop()  # what is still due stays marked for the next sweep
             await parts.enqueuer.drain()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
             await self.drain_own_events()  # what the last results announce
@@ -204,6 +217,17 @@ class Service(WebhookUseCases):
 
     def now(self) -> datetime:
         return self.clock()
+
+    def _operations_wake(self) -> None:
+        """A bulk operation was created: this process's runner looks now (when it runs one)."""
+        parts = self._parts
+        if parts is not None and self.settings.dispatch:
+            parts.operations.wake()
+
+    def _callbacks_wake(self) -> None:
+        parts = self._parts
+        if parts is not None:
+            parts.callbacks.wake()
 
     async def readiness(self) -> Readiness:
         """The database answers (within 2 s) and, in a dispatching process, its loop ticks."""

@@ -64,6 +64,9 @@ class WebhookUseCases:
     def work_available(self) -> None:
         raise NotImplementedError
 
+    def _callbacks_wake(self) -> None:
+        raise NotImplementedError
+
     # --- endpoints -----------------------------------------------------------------
     async def create_endpoint(self, spec: EndpointSpec) -> Endpoint:
         """Store a new endpoint, enabled; a signing secret is generated when none is given."""
@@ -175,6 +178,8 @@ class WebhookUseCases:
         the results disabled and tasks that failed for good are announced as events."""
         if summary.released:
             self.work_available()
+        if any(r.has_callback and r.outcome != "retry" for r in results):
+            self._callbacks_wake()
         for endpoint_id, _reason in summary.disabled:
             self._spawn(self._announce_disabled(endpoint_id))
         failed = [r for r in results if r.outcome == "failed"]

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from workly.breaker import BreakerRules
+from workly.callbacks import DueCallback
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -28,6 +29,7 @@ from workly.models import (
     Task,
     TaskStatus,
 )
+from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
 # A change to an endpoint, applied to the stored spec inside the writing transaction.
@@ -95,7 +97,10 @@ class Storage(Protocol):
         """ready → canceled. Raises TaskNotFound or TaskStateConflict."""
 
     async def retry_task(self, task_id: str, now: datetime) -> Task:
-        """failed|canceled → ready, due now, with a fresh attempt budget."""
+        """failed|canceled → ready, due now (held behind an open breaker), its attempts
+        numbered on and a fresh budget: ``max_attempts`` and ``deadline`` count from now.
+        A ready task is made due now, its budget untouched. Raises TaskNotFound, or
+        TaskStateConflict (running or succeeded)."""
 
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
@@ -224,3 +229,35 @@ class Storage(Protocol):
 
     async def count_endpoints_by_state(self) -> dict[str, int]:
         """How many endpoints are in each health state (healthy, failing, open, disabled)."""
+
+    # --- bulk operations (workly/operations.py) ------------------------------------------
+    async def create_operation(
+        self, operation_id: str, action: Action, task_filter: TaskFilter, now: datetime
+    ) -> Operation:
+        """Store a running operation covering the tasks stored now that ``task_filter``
+        matches (``matched`` counts them); nothing is changed yet."""
+
+    async def get_operation(self, operation_id: str) -> Operation | None: ...
+
+    async def list_operations(self, limit: int, before_seq: int | None) -> tuple[list[Operation], int | None]:
+        """Newest first; the int continues the list."""
+
+    async def take_operation(self, now: datetime, lease_token: str, lease_seconds: float) -> Operation | None:
+        """Lease the oldest running operation that no runner holds (or whose runner's lease
+        expired) to ``lease_token`` for ``lease_seconds``; None when there is none."""
+
+    async def run_operation_chunk(
+        self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
+    ) -> ChunkDone | None:
+        """Apply the operation to its next ``chunk`` matching tasks and record the progress
+        in one transaction, renewing the lease; the chunk that finds fewer finishes it.
+        None if ``lease_token`` no longer holds it (finished, or taken over)."""
+
+    # --- callbacks (workly/callbacks.py) --------------------------------------------------
+    async def due_callbacks(self, limit: int) -> list[DueCallback]:
+        """Up to ``limit`` finished tasks whose callback is still to be sent, oldest first,
+        each with its last attempt (its response as kept: up to WORKLY_MAX_BODY_BYTES)."""
+
+    async def clear_callbacks(self, sent: Sequence[tuple[str, int]]) -> int:
+        """Mark callbacks sent, for each (task id, callback_seq) whose task has not finished
+        again since; how many."""

@@ -32,6 +32,7 @@ from workly.models import (
 from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
+from workly.storage.postgres_operations import PostgresOperations
 from workly.storage.postgres_statements import DECODERS as _DECODERS
 from workly.storage.postgres_statements import Connection
 from workly.storage.postgres_statements import execute as _execute
@@ -60,7 +61,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 @raises_workly_errors(interpret_postgres_error)
-class PostgresStorage(PostgresWebhooks):
+class PostgresStorage(PostgresWebhooks, PostgresOperations):
     dialect = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
@@ -240,6 +241,7 @@ class PostgresStorage(PostgresWebhooks):
             "responses": [r.response for r in results],
             "outcomes": [r.outcome for r in results],
             "next_run_ats": [r.next_run_at for r in results],
+            "sents": [r.sent for r in results],
             "ok_keys": plan.ok_keys,
             "held_until": HELD_UNTIL,
         }
@@ -247,16 +249,15 @@ class PostgresStorage(PostgresWebhooks):
         async with self._pool.acquire() as conn:
             if plan.failing:  # the rare path: the results and the breaker rules in one transaction
                 async with conn.transaction():
-                    recorded = await _fetch(conn, self._q.record_results, **params)
+                    recorded = await _fetchrow(conn, self._q.record_results, **params)
                     tally = await self._apply_failures(conn, plan.failing, now, rules)
             else:  # the hot path: one statement
-                recorded = await _fetch(conn, self._q.record_results, **params)
-            closed = recorded[0]["closed_keys"] if recorded else []
+                recorded = await _fetchrow(conn, self._q.record_results, **params)
+            closed = recorded["closed_keys"]
             if closed:
                 tally.closed += len(closed)
                 tally.released += await self.release_held(conn, closed)
-        # Attempts of deleted tasks are not kept, so count what was accepted.
-        accepted = sum(1 for row in recorded if not row["stale"])
+        accepted: int = recorded["accepted"]
         return RecordSummary(
             accepted=accepted, stale=len(results) - accepted, released=tally.released,
             disabled=tuple(tally.disabled), opened=tally.opened, closed=tally.closed,
@@ -369,5 +370,12 @@ def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
         "event_ids": [t.event_id for t in tasks],
         "endpoint_ids": [t.endpoint_id for t in tasks],
         "breakers": [t.breaker for t in tasks],
+        "stop_ons": [rows.stop_on_text(t.stop_on) for t in tasks],
+        "deadlines": [t.deadline for t in tasks],
+        "min_backoffs": [t.min_backoff for t in tasks],
+        "max_backoffs": [t.max_backoff for t in tasks],
+        "callback_urls": [t.callback_url for t in tasks],
+        "failure_callback_urls": [t.failure_callback_url for t in tasks],
+        "callback_ofs": [t.callback_of for t in tasks],
         "held_until": HELD_UNTIL,
     }

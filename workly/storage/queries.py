@@ -1,5 +1,6 @@
-"""Named SQL blocks, per dialect (``sql/<dialect>.sql``, and ``sql/<dialect>_webhooks.sql``
-for the webhook platform), loaded once, looked up by typed names and bound by parameter name.
+"""Named SQL blocks, per dialect (``sql/<dialect>.sql``, ``sql/<dialect>_webhooks.sql`` for
+the webhook platform, ``sql/<dialect>_operations.sql`` for bulk operations and callbacks),
+loaded once, looked up by typed names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
 Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
@@ -127,6 +128,18 @@ class CommonQueries:
     free_stranded: Query
     prune_events: Query
     publish_targets_untenanted: Query
+    # Bulk operations and callbacks (sql/<dialect>_operations.sql).
+    insert_operation: Query
+    get_operation: Query
+    list_operations: Query
+    take_operation: Query
+    lock_operation: Query
+    operation_chunk: Query
+    retry_tasks: Query
+    cancel_tasks: Query
+    advance_operation: Query
+    due_callbacks: Query
+    clear_callbacks: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +156,7 @@ class PostgresQueries(CommonQueries):
     delete_queue_releases: Query
     lock_queues: Query
     recount_running: Query
+    lock_queues_named: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,16 +176,19 @@ class SqliteQueries(CommonQueries):
     claim_tasks_by_key: Query
     claim_tasks_spend_tokens: Query
     claim_tasks_served: Query
+    record_results_leases: Query
     record_results_attempts: Query
     reap_expired_attempts: Query
     publish_event_deliveries: Query
     release_probe_free: Query
     release_probe_set: Query
+    insert_operation_count: Query
+    operation_chunk_operation: Query
 
 
 Q = TypeVar("Q", bound=CommonQueries)
 # Each dialect's queries come in files by concern: sql/<dialect><part>.sql.
-_PARTS = ("", "_webhooks")
+_PARTS = ("", "_webhooks", "_operations")
 
 
 def parse_blocks(text: str) -> dict[str, str]:

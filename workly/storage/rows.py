@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
 from workly.models import TASK_STATUSES, Attempt, ClaimedTask, Queue, QueueConfig, Task, TaskStatus
@@ -27,6 +27,22 @@ class Decoders:
     def __init__(self, time: Callable[[Any], datetime], headers: Callable[[Any], dict[str, str]]) -> None:
         self.time = time
         self.headers = headers
+
+
+def stop_on_text(stop_on: Sequence[str] | None) -> str | None:
+    """A stop_on list as both dialects store it: comma separated."""
+    return None if stop_on is None else ",".join(stop_on)
+
+
+def stop_on_from_text(text: str) -> tuple[str, ...]:
+    return tuple(text.split(",")) if text else ()
+
+
+def deadline_at(row: Row, dec: Decoders) -> datetime | None:
+    """When a claimed task's deadline passes: its budget start plus its deadline."""
+    if row["deadline"] is None:
+        return None
+    return dec.time(row["budget_at"]) + timedelta(seconds=float(row["deadline"]))
 
 
 def task_from_row(row: Row, dec: Decoders) -> Task:
@@ -52,6 +68,13 @@ def task_from_row(row: Row, dec: Decoders) -> Task:
         updated_at=dec.time(row["updated_at"]),
         event_id=row["event_id"],
         endpoint_id=row["endpoint_id"],
+        stop_on=stop_on_from_text(row["stop_on"]),
+        deadline=None if row["deadline"] is None else float(row["deadline"]),
+        min_backoff=float(row["min_backoff"]),
+        max_backoff=float(row["max_backoff"]),
+        callback_url=row["callback_url"],
+        failure_callback_url=row["failure_callback_url"],
+        callback_of=row["callback_of"],
     )
 
 
@@ -75,22 +98,28 @@ def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
         event_id=row["event_id"],
         endpoint_id=row["endpoint_id"],
         breaker=row["breaker"],
+        attempt_base=row["attempt_base"],
+        stop_on=stop_on_from_text(row["stop_on"]),
+        deadline_at=deadline_at(row, dec),
+        capture_response=bool(row["capture_response"]),
     )
 
 
-def attempt_from_row(row: Row, dec: Decoders) -> Attempt:
-    started = dec.time(row["started_at"])
-    finished = dec.time(row["finished_at"])
+def attempt_from_row(row: Row, dec: Decoders, prefix: str = "", task_id: str | None = None) -> Attempt:
+    """An attempt row's columns, named ``<prefix><column>`` (a query that reads a task and
+    its attempt in one row prefixes the attempt's); ``task_id`` when the row does not say."""
+    started = dec.time(row[f"{prefix}started_at"])
+    finished = dec.time(row[f"{prefix}finished_at"])
     return Attempt(
-        task_id=row["task_id"],
-        attempt=row["attempt"],
+        task_id=row["task_id"] if task_id is None else task_id,
+        attempt=row[f"{prefix}attempt"],
         started_at=started,
         finished_at=finished,
-        status_code=row["status_code"],
-        error=row["error"],
+        status_code=row[f"{prefix}status_code"],
+        error=row[f"{prefix}error"],
         duration_ms=round((finished - started).total_seconds() * 1000, 3),
-        response=bytes(row["response"]),
-        stale=bool(row["stale"]),
+        response=bytes(row[f"{prefix}response"]),
+        stale=bool(row[f"{prefix}stale"]),
     )
 
 
@@ -105,6 +134,8 @@ def queue_config_from_row(row: Row) -> QueueConfig:
         ordering=row["ordering"],
         paused=bool(row["paused"]),
         signing_secret=row["signing_secret"],
+        stop_on=stop_on_from_text(row["stop_on"]),
+        deadline=None if row["deadline"] is None else float(row["deadline"]),
     )
 
 
@@ -146,4 +177,4 @@ def page(found: Sequence[R], limit: int) -> tuple[list[R], int | None]:
 
 def config_params(name: str, config: QueueConfig, now: Any) -> dict[str, Any]:
     """put_queue's and update_queue's parameters; ``now`` as the dialect stores times."""
-    return {**asdict(config), "name": name, "now": now}
+    return {**asdict(config), "stop_on": stop_on_text(config.stop_on), "name": name, "now": now}

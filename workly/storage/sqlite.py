@@ -32,6 +32,7 @@ from workly.models import (
 from workly.storage import breakers, rows, sqlite_claim
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import Query, sqlite_queries
+from workly.storage.sqlite_operations import SqliteOperations
 from workly.storage.sqlite_statements import (
     DECODERS,
     execute,
@@ -53,7 +54,7 @@ _DECODERS = DECODERS
 
 
 @raises_workly_errors(interpret_sqlite_error)
-class SqliteStorage(SqliteWebhooks):
+class SqliteStorage(SqliteWebhooks, SqliteOperations):
     """``synchronous`` applies to every write the API acknowledges (enqueue, queue and task
     changes): FULL (the default) means a 201 survives a power loss. The dispatcher's own
     bookkeeping (claims, attempt results) always commits with NORMAL: it survives a
@@ -282,13 +283,19 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
                 "next_run_at": None if r.next_run_at is None else to_us(r.next_run_at),
                 "status_code": r.status_code,
                 "error": r.error,
+                "sent": r.sent,
             }
             for r in results
         ]
     )
     plan = breakers.plan(results)
     params = {"results": payload, "now": now_us, "ok_keys": json.dumps(plan.ok_keys), "held_until": HELD_US}
-    accepted = {row["seq"] for row in fetchall(db, _q().record_results, params)}
+    seqs = json.dumps([r.task_seq for r in results])
+    current = {
+        (row["seq"], row["lease_token"]) for row in fetchall(db, _q().record_results_leases, {"seqs": seqs})
+    }
+    updated = {row["seq"] for row in fetchall(db, _q().record_results, params)}
+    accepted = {(seq, token) for seq, token in current if seq in updated}
     execute_many(
         db,
         _q().record_results_attempts,
@@ -301,12 +308,13 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
                 "status_code": r.status_code,
                 "error": r.error,
                 "response": r.response,
-                "stale": r.task_seq not in accepted,
+                "stale": (r.task_seq, r.lease_token) not in accepted,
             }
             for r in results
+            if r.sent
         ],
     )
-    stale = sum(1 for r in results if r.task_seq not in accepted)
+    stale = sum(1 for r in results if (r.task_seq, r.lease_token) not in accepted)
     tally = apply_breakers(db, plan, now_us, rules)
     return RecordSummary(
         accepted=len(results) - stale, stale=stale, released=tally.released, disabled=tuple(tally.disabled),
@@ -392,4 +400,11 @@ def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
         "endpoint_id": task.endpoint_id,
         "breaker": task.breaker,
         "held_until": HELD_US,
+        "stop_on": rows.stop_on_text(task.stop_on),
+        "deadline": task.deadline,
+        "min_backoff": task.min_backoff,
+        "max_backoff": task.max_backoff,
+        "callback_url": task.callback_url,
+        "failure_callback_url": task.failure_callback_url,
+        "callback_of": task.callback_of,
     }

@@ -239,6 +239,8 @@ def _publish(
                 "key": event.key,
                 "now": now_us,
                 "event_id": event.id,
+                "callback_url": event.callback_url,
+                "failure_callback_url": event.failure_callback_url,
             }
             for row, task_id in zip(targets, task_ids, strict=True)
         ],

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from workly.errors import TaskNotFound, TaskStateConflict
 from workly.models import Enqueued, NewTask, Task
 
-_ALLOWED_FROM = {"cancel": "ready", "retry": "failed or canceled"}
+_ALLOWED_FROM = {"cancel": "ready", "retry": "failed or canceled (redrive), or ready (due now)"}
 
 
 IdempotencyKey = tuple[str, str]  # (queue, idempotency_key)

@@ -57,6 +57,8 @@ def event_from_row(row: Row, deliveries: Sequence[Row], dec: Decoders) -> Event:
         content_type=row["content_type"],
         run_at=dec.time(row["run_at"]),
         created_at=dec.time(row["created_at"]),
+        callback_url=row["callback_url"],
+        failure_callback_url=row["failure_callback_url"],
         deliveries=[
             Delivery(d["endpoint_id"], d["task_id"], d["status"], d["attempts"])
             for d in deliveries
@@ -77,6 +79,8 @@ def new_event(event: NewEvent, now: datetime, deliveries: Sequence[tuple[str, st
         content_type=event.content_type,
         run_at=(event.run_at or now).astimezone(UTC),
         created_at=now,
+        callback_url=event.callback_url,
+        failure_callback_url=event.failure_callback_url,
         deliveries=[Delivery(endpoint_id, task_id, "ready", 0) for endpoint_id, task_id in deliveries],
     )
 
@@ -140,6 +144,8 @@ def event_params(event: NewEvent, now: Any, run_at: Any) -> dict[str, Any]:
         "content_type": event.content_type,
         "run_at": run_at,
         "now": now,
+        "callback_url": event.callback_url,
+        "failure_callback_url": event.failure_callback_url,
     }
 
 

@@ -1,6 +1,6 @@
 """The dashboard's pages and buttons: queues, a task list, a task with its attempts; and
 ``install_dashboard``, which adds these, the webhook pages (webhook_pages.py: endpoints and
-events) and the login page to the app.
+events), the bulk operations (operation_pages.py) and the login page to the app.
 
 Pages read and buttons change through the same service methods as the API; buttons are
 plain form posts that redirect back (post/redirect/get), so the dashboard needs no JavaScript.
@@ -20,7 +20,7 @@ from workly.errors import ConflictError, NotFoundError
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
 from workly.service import Service
 from workly.service.webhooks import ENDPOINT_PREFIX
-from workly.ui import webhook_pages
+from workly.ui import operation_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
@@ -67,6 +67,7 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
     app.include_router(public)
     app.include_router(pages)
     app.include_router(webhook_pages.router)
+    app.include_router(operation_pages.router)
     app.add_exception_handler(ForeignForm, _foreign_form)
     app.add_exception_handler(BrokenCursor, broken_cursor)
 
@@ -96,14 +97,17 @@ async def task_list(
     cursor: str | None = None,
 ) -> HTMLResponse:
     # Filters come from the page's own form and links: anything else lists every task.
-    names = [q.name for q in await service.list_queues()]
+    queues = await service.list_queues()
+    names = [q.name for q in queues]
     chosen_queue = queue if queue in names else None
+    # A queue's page (this list, filtered to it) offers "Retry all failed" while it has any.
+    failed = next((q.counts.get("failed", 0) for q in queues if q.name == chosen_queue), 0)
     chosen_status: TaskStatus | None = next((s for s in TASK_STATUSES if s == status), None)
     tasks, next_seq = await service.list_tasks(chosen_queue, chosen_status, PAGE_SIZE, page_start(cursor))
     older = older_link("/ui/tasks", {"queue": chosen_queue, "status": chosen_status}, next_seq)
     return render(
         request, "tasks.html", tasks=[rep.task_json(t) for t in tasks], queues=names, statuses=TASK_STATUSES,
-        queue=chosen_queue, status=chosen_status, older=older,
+        queue=chosen_queue, status=chosen_status, older=older, failed=failed,
     )  # fmt: skip
 
 

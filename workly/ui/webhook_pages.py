@@ -1,5 +1,6 @@
 """The dashboard's webhook pages: endpoints with their health, an endpoint with its delivery
-tasks, events, and an event with its deliveries; Enable and Disable buttons.
+tasks, events, and an event with its deliveries; Enable and Disable buttons (an endpoint's
+"Retry all failed" is operation_pages.py's).
 
 Like the queue and task pages (pages.py), they read and change through the same service
 methods as the API (/v1/endpoints, /v1/events), and the buttons are plain form posts,
@@ -81,12 +82,15 @@ async def endpoint_page(
         tasks, next_seq = await service.list_endpoint_tasks(
             endpoint_id, chosen_status, PAGE_SIZE, page_start(cursor)
         )
+        # Its delivery tasks are its queue's (named by its id): the counts say whether the page
+        # offers "Retry all failed" (operation_pages.py).
+        failed = (await service.get_queue(endpoint.id)).counts.get("failed", 0)
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
     path = f"/ui/endpoints/{endpoint.id}"
     return render(
         request, "endpoint.html", endpoint=endpoint_json(endpoint), tasks=[rep.task_json(t) for t in tasks],
-        statuses=TASK_STATUSES, status=chosen_status,
+        statuses=TASK_STATUSES, status=chosen_status, failed=failed,
         older=older_link(path, {"status": chosen_status}, next_seq), done=_DONE.get(done or ""),
     )  # fmt: skip
 

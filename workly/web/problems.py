@@ -18,6 +18,7 @@ from starlette.types import Scope
 
 from workly.errors import (
     ConflictError,
+    InvalidOperation,
     InvalidQueueConfig,
     NotFoundError,
     StorageConflict,
@@ -119,6 +120,10 @@ def _invalid_config(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "invalid-queue-config")
 
 
+def _invalid_operation(exc: Exception, where: str) -> ProblemResponse:
+    return problem(422, str(exc), "invalid-operation")
+
+
 def _too_large(exc: Exception, where: str) -> ProblemResponse:
     return problem(413, str(exc), "too-large")
 
@@ -139,6 +144,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((NotFoundError,), _not_found),
     ((ConflictError,), _conflict),
     ((InvalidQueueConfig,), _invalid_config),
+    ((InvalidOperation,), _invalid_operation),
     ((TooLarge,), _too_large),
     ((StorageUnavailable,), _unavailable),
     ((Exception,), _unexpected),

@@ -3,74 +3,24 @@
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from workly.media import header_value, is_json_type
-from workly.models import Attempt, Queue, QueueConfig, Task
+from workly.models import Queue, QueueConfig
+from workly.operations import Operation
+from workly.task_json import attempt_json, task_json, time_text
 
-
-def _time(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
-
-
-def _body_view(task: Task) -> Any:
-    """The body as JSON when it is JSON, as text when it is UTF-8, else null (see body_base64)."""
-    if not task.body:
-        return None
-    content_type = header_value(task.headers, "content-type")
-    try:
-        text = task.body.decode()
-    except UnicodeDecodeError:
-        return None
-    if content_type is not None and is_json_type(content_type):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-    return text
-
-
-def task_json(task: Task) -> dict[str, Any]:
-    return {
-        "id": task.id,
-        "queue": task.queue,
-        "status": task.status,
-        "attempts": task.attempts,
-        "max_attempts": task.max_attempts,
-        "run_at": _time(task.run_at),
-        "created_at": _time(task.created_at),
-        "updated_at": _time(task.updated_at),
-        "last_status_code": task.last_status_code,
-        "last_error": task.last_error,
-        "url": task.url,
-        "method": task.method,
-        "headers": task.headers,
-        "body": _body_view(task),
-        "body_base64": base64.b64encode(task.body).decode() if task.body else None,
-        "priority": task.priority,
-        "key": task.key,
-        "tenant": task.tenant,
-        "idempotency_key": task.idempotency_key,
-        "timeout": task.timeout,
-        "event_id": task.event_id,
-        "endpoint_id": task.endpoint_id,
-    }
-
-
-def attempt_json(attempt: Attempt) -> dict[str, Any]:
-    return {
-        "attempt": attempt.attempt,
-        "started_at": _time(attempt.started_at),
-        "finished_at": _time(attempt.finished_at),
-        "duration_ms": attempt.duration_ms,
-        "status_code": attempt.status_code,
-        "error": attempt.error,
-        "response": attempt.response.decode(errors="replace"),
-        "stale": attempt.stale,
-    }
+__all__ = [
+    "attempt_json",
+    "config_json",
+    "decode_cursor",
+    "encode_cursor",
+    "operation_json",
+    "queue_json",
+    "task_json",
+    "time_or_null",
+]
 
 
 def config_json(config: QueueConfig) -> dict[str, Any]:
@@ -78,6 +28,7 @@ def config_json(config: QueueConfig) -> dict[str, Any]:
     it has one."""
     shown = asdict(config)
     del shown["signing_secret"]
+    shown["stop_on"] = list(config.stop_on)
     return {**shown, "has_signing_secret": config.signing_secret is not None}
 
 
@@ -86,8 +37,8 @@ def queue_json(queue: Queue) -> dict[str, Any]:
         "name": queue.name,
         **config_json(queue.config),
         "counts": queue.counts,
-        "created_at": _time(queue.created_at),
-        "updated_at": _time(queue.updated_at),
+        "created_at": time_text(queue.created_at),
+        "updated_at": time_text(queue.updated_at),
     }
 
 
@@ -112,4 +63,20 @@ def decode_cursor(cursor: str) -> int:
 
 
 def time_or_null(value: datetime | None) -> str | None:
-    return None if value is None else _time(value)
+    return None if value is None else time_text(value)
+
+
+def operation_json(operation: Operation) -> dict[str, Any]:
+    return {
+        "id": operation.id,
+        "action": operation.action,
+        "filter": operation.filter.given(),
+        "state": operation.state,
+        "matched": operation.matched,
+        "changed": operation.changed,
+        "skipped": operation.skipped,
+        "error": operation.error,
+        "created_at": time_text(operation.created_at),
+        "updated_at": time_text(operation.updated_at),
+        "finished_at": time_or_null(operation.finished_at),
+    }

@@ -28,6 +28,8 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
         "max_backoff": delivery.max_backoff,
         "timeout": delivery.timeout,
         "ordering": delivery.ordering,
+        "stop_on": list(delivery.stop_on),
+        "deadline": delivery.deadline,
         "enabled": endpoint.enabled,
         "health": {
             "state": health.state,
@@ -62,6 +64,8 @@ def event_json(event: Event) -> dict[str, Any]:
         "payload_base64": base64.b64encode(event.payload).decode(),
         "run_at": time_or_null(event.run_at),
         "created_at": time_or_null(event.created_at),
+        "callback_url": event.callback_url,
+        "failure_callback_url": event.failure_callback_url,
         "deliveries": [
             {
                 "endpoint_id": delivery.endpoint_id,

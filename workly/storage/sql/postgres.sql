@@ -14,22 +14,29 @@ WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
     SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
     ON CONFLICT (name) DO NOTHING
-    RETURNING name, max_attempts, timeout
+    RETURNING name, max_attempts, timeout, stop_on, deadline, min_backoff, max_backoff
 ),
 inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                        idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
-                       endpoint_id, breaker, held_run_at)
+                       endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
+                       callback_url, failure_callback_url, callback_of)
     SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body,
            CASE WHEN b.key IS NULL THEN coalesce(r.run_at, :now) ELSE :held_until END,
            r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now,
            r.event_id, r.endpoint_id, r.breaker,
-           CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END
+           CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END,
+           r.stop_on, r.deadline, r.min_backoff, r.max_backoff, r.callback_url,
+           r.failure_callback_url, r.callback_of
     FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
                 :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
-                :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[])
+                :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[],
+                :stop_ons::text[], :deadlines::float8[], :min_backoffs::float8[], :max_backoffs::float8[],
+                :callback_urls::text[], :failure_callback_urls::text[], :callback_ofs::text[])
          WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
-                              idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker, ord)
+                              idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker,
+                              stop_on, deadline, min_backoff, max_backoff, callback_url,
+                              failure_callback_url, callback_of, ord)
     LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
     ORDER BY r.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
@@ -44,7 +51,12 @@ SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body,
        i.key, i.tenant, i.idempotency_key, i.attempts,
        coalesce(i.max_attempts, q.max_attempts, n.max_attempts) AS max_attempts,
        coalesce(i.timeout, q.timeout, n.timeout) AS timeout,
-       i.last_status_code, i.last_error, i.created_at, i.updated_at, i.event_id, i.endpoint_id
+       i.last_status_code, i.last_error, i.created_at, i.updated_at, i.event_id, i.endpoint_id,
+       coalesce(i.stop_on, q.stop_on, n.stop_on) AS stop_on,
+       coalesce(i.deadline, q.deadline, n.deadline) AS deadline,
+       coalesce(i.min_backoff, q.min_backoff, n.min_backoff) AS min_backoff,
+       coalesce(i.max_backoff, q.max_backoff, n.max_backoff) AS max_backoff,
+       i.callback_url, i.failure_callback_url, i.callback_of
 FROM inserted i
 LEFT JOIN queues q ON q.name = i.queue
 LEFT JOIN new_queues n ON n.name = i.queue;
@@ -94,16 +106,24 @@ WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
--- Held (see enqueue_tasks) when its breaker is open.
+-- A failed or canceled task is redriven: ready, due now (held, see enqueue_tasks, when its
+-- breaker is open), its attempts go on counting and its budget (max_attempts, deadline)
+-- starts over. A ready task waiting for its next attempt is made due now (a held one
+-- stays held, due now once its breaker closes).
 UPDATE tasks
-SET status = 'ready', attempts = 0, updated_at = :now,
+SET status = 'ready', updated_at = :now,
+    attempt_base = CASE WHEN status = 'ready' THEN attempt_base ELSE attempts END,
+    budget_at = CASE WHEN status = 'ready' THEN budget_at ELSE :now::timestamptz END,
     -- an event's delivery goes to its endpoint's URL of now
-    url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url),
-    run_at = CASE WHEN o.open THEN :held_until::timestamptz ELSE :now::timestamptz END,
-    held_run_at = CASE WHEN o.open THEN :now::timestamptz END
+    url = CASE WHEN status = 'ready' THEN url
+               ELSE coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url) END,
+    run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL) OR (status <> 'ready' AND NOT o.open)
+                  THEN :now::timestamptz ELSE :held_until::timestamptz END,
+    held_run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL) OR (status <> 'ready' AND NOT o.open)
+                       THEN NULL ELSE :now::timestamptz END
 FROM (SELECT EXISTS (SELECT 1 FROM breakers b JOIN tasks t ON b.key = t.breaker
                      WHERE t.id = :id AND b.position = 'open') AS open) o
-WHERE id = :id AND status IN ('failed', 'canceled')
+WHERE id = :id AND status IN ('failed', 'canceled', 'ready')
 RETURNING seq;
 
 -- name: claim_tasks
@@ -321,8 +341,13 @@ claimed AS (
     WHERE t.seq = c.seq AND q.name = t.queue
     RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
               coalesce(t.max_attempts, q.max_attempts) AS max_attempts,
-              coalesce(t.timeout, q.timeout) AS timeout, q.min_backoff, q.max_backoff,
-              q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker
+              coalesce(t.timeout, q.timeout) AS timeout,
+              coalesce(t.min_backoff, q.min_backoff) AS min_backoff,
+              coalesce(t.max_backoff, q.max_backoff) AS max_backoff,
+              q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker,
+              t.attempt_base, coalesce(t.stop_on, q.stop_on) AS stop_on,
+              coalesce(t.deadline, q.deadline) AS deadline, coalesce(t.budget_at, t.created_at) AS budget_at,
+              (t.callback_url IS NOT NULL OR t.failure_callback_url IS NOT NULL) AS capture_response
 ),
 share_filled AS (
     -- Tenants and keys (of ordering=none queues) that gave their whole share: they may
@@ -363,15 +388,15 @@ UNION ALL
 -- The row without a task (seq is null): the wait (s) until a rate-limited queue with room
 -- has its next token, and whether a queue may have more due than it gave (see share_filled).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT min(claim_rate_wait(p.rate_limit, p.tokens - p.n)) FROM per_queue p
         WHERE p.rate_limit IS NOT NULL AND p.running + p.n < p.max_concurrency),
        coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false);
 
 -- name: record_results
 -- One statement per batch: update the tasks whose lease is still ours, release their
--- queues' concurrency (folded in by the next claim), then keep every attempt, marking
--- those whose lease was lost as stale (the fence). :ok_keys are breakers whose receiver
+-- queues' concurrency (folded in by the next claim), then keep every attempt that was
+-- sent, marking those whose lease was lost as stale (the fence). :ok_keys are breakers whose receiver
 -- answered (the batch's last word on them): each closes. The tasks a closed breaker held
 -- are freed by release_held_tasks after this statement (postgres.py): its snapshot, taken
 -- once the breaker row is locked, sees every task held before, which this one may not.
@@ -383,9 +408,10 @@ WITH r AS (
                    WHERE t.seq = r.task_seq AND b.position = 'open'
                      AND b.probe_seq IS DISTINCT FROM t.seq AND NOT b.key = ANY(:ok_keys::text[])) AS held
     FROM unnest(:task_seqs::bigint[], :lease_tokens::text[], :attempts::int[], :started_ats::timestamptz[], :finished_ats::timestamptz[],
-                :status_codes::int[], :errors::text[], :responses::bytea[], :outcomes::text[], :next_run_ats::timestamptz[])
+                :status_codes::int[], :errors::text[], :responses::bytea[], :outcomes::text[], :next_run_ats::timestamptz[],
+                :sents::boolean[])
          AS r(task_seq, lease_token, attempt, started_at, finished_at, status_code, error,
-              response, outcome, next_run_at)
+              response, outcome, next_run_at, sent)
 ),
 updated AS (
     UPDATE tasks t
@@ -399,10 +425,19 @@ updated AS (
         last_error = r.error,
         lease_token = NULL,
         lease_expires_at = NULL,
+        -- A task claimed after its deadline was not sent: its claim made no attempt.
+        attempts = CASE WHEN r.sent THEN t.attempts ELSE t.attempts - 1 END,
+        -- A final outcome with a callback to send: service/callbacks.py sends it.
+        callback_due = CASE r.outcome WHEN 'succeeded' THEN t.callback_url IS NOT NULL
+                                      WHEN 'failed' THEN t.failure_callback_url IS NOT NULL
+                                      ELSE t.callback_due END,
+        callback_seq = CASE WHEN (r.outcome = 'succeeded' AND t.callback_url IS NOT NULL)
+                              OR (r.outcome = 'failed' AND t.failure_callback_url IS NOT NULL)
+                            THEN t.callback_seq + 1 ELSE t.callback_seq END,
         updated_at = :now
     FROM r
     WHERE t.seq = r.task_seq AND t.lease_token = r.lease_token AND t.status = 'running'
-    RETURNING t.seq, t.queue
+    RETURNING t.seq, t.queue, r.lease_token
 ),
 released AS (
     INSERT INTO queue_releases (queue, n)
@@ -424,14 +459,19 @@ closed AS (
     FROM closing c
     WHERE b.key = c.key
     RETURNING b.key, c.was
+),
+kept AS (
+    INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
+    SELECT r.task_seq, r.attempt, r.started_at, r.finished_at, r.status_code, r.error, r.response,
+           -- by lease, not by task: a batch may hold a stale result and the current one of
+           -- the same task (the reaper gave it to a second claim meanwhile)
+           NOT EXISTS (SELECT 1 FROM updated u WHERE u.seq = r.task_seq AND u.lease_token = r.lease_token)
+    FROM r
+    WHERE r.sent AND EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
 )
-INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
-SELECT r.task_seq, r.attempt, r.started_at, r.finished_at, r.status_code, r.error, r.response,
-       NOT EXISTS (SELECT 1 FROM updated u WHERE u.seq = r.task_seq)
-FROM r
-WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
-RETURNING task_seq, stale,
-          (SELECT coalesce(array_agg(key), '{}') FROM closed WHERE was = 'open') AS closed_keys;
+-- One row, always: how many results were accepted, and the breakers that closed.
+SELECT (SELECT count(*) FROM updated)::int AS accepted,
+       (SELECT coalesce(array_agg(key), '{}') FROM closed WHERE was = 'open') AS closed_keys;
 
 -- name: get_queue
 SELECT * FROM queues WHERE name = :name;
@@ -463,20 +503,22 @@ SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
-                    timeout, ordering, paused, signing_secret, created_at, updated_at)
-VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff, :timeout, :ordering, :paused, :signing_secret, :now, :now)
+                    timeout, ordering, paused, signing_secret, stop_on, deadline, created_at, updated_at)
+VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff, :timeout, :ordering, :paused, :signing_secret, :stop_on, :deadline, :now, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
     max_backoff = excluded.max_backoff, timeout = excluded.timeout,
     ordering = excluded.ordering, paused = excluded.paused,
-    signing_secret = excluded.signing_secret, updated_at = excluded.updated_at
+    signing_secret = excluded.signing_secret, stop_on = excluded.stop_on,
+    deadline = excluded.deadline, updated_at = excluded.updated_at
 RETURNING (xmax = 0) AS created;
 
 -- name: update_queue
 UPDATE queues
 SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts, min_backoff = :min_backoff, max_backoff = :max_backoff,
-    timeout = :timeout, ordering = :ordering, paused = :paused, signing_secret = :signing_secret, updated_at = :now
+    timeout = :timeout, ordering = :ordering, paused = :paused, signing_secret = :signing_secret, stop_on = :stop_on,
+    deadline = :deadline, updated_at = :now
 WHERE name = :name;
 
 -- name: delete_queue
@@ -549,10 +591,13 @@ reaped AS (
         last_error = 'lease expired: no result from the process that claimed it',
         lease_token = NULL,
         lease_expires_at = NULL,
+        callback_due = CASE WHEN e.last THEN t.failure_callback_url IS NOT NULL ELSE t.callback_due END,
+        callback_seq = CASE WHEN e.last AND t.failure_callback_url IS NOT NULL
+                            THEN t.callback_seq + 1 ELSE t.callback_seq END,
         updated_at = :now
     FROM (
         SELECT x.seq, x.claimed_at,
-               t2.attempts >= coalesce(t2.max_attempts, q.max_attempts) AS last,
+               t2.attempts - t2.attempt_base >= coalesce(t2.max_attempts, q.max_attempts) AS last,
                EXISTS (SELECT 1 FROM breakers b WHERE b.key = t2.breaker AND b.position = 'open'
                        AND b.probe_seq IS DISTINCT FROM t2.seq) AS held
         FROM expired x JOIN tasks t2 ON t2.seq = x.seq JOIN queues q ON q.name = t2.queue

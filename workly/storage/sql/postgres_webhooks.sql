@@ -10,7 +10,7 @@ VALUES (:id, :url, :description, :event_types::text[], :tenant, :headers::json, 
 -- The endpoint, its health (its breaker) and its delivery settings (its queue's).
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret
+       q.paused, q.signing_secret, q.stop_on, q.deadline
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.id = :id;
 
@@ -20,7 +20,7 @@ SELECT id FROM endpoints WHERE id = :id FOR NO KEY UPDATE;
 -- name: list_endpoints
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret
+       q.paused, q.signing_secret, q.stop_on, q.deadline
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -28,7 +28,7 @@ ORDER BY e.seq DESC LIMIT :limit;
 -- name: list_endpoints_by_tenant
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret
+       q.paused, q.signing_secret, q.stop_on, q.deadline
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.tenant = :tenant AND e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -68,18 +68,21 @@ ORDER BY seq;
 -- taken stores nothing (the caller then reads the original). A delivery to an endpoint
 -- whose breaker is open is held, as enqueue_tasks holds.
 WITH event AS (
-    INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at)
+    INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
+                        callback_url, failure_callback_url)
     VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type,
-            coalesce(:run_at::timestamptz, :now::timestamptz), :now)
+            coalesce(:run_at::timestamptz, :now::timestamptz), :now, :callback_url, :failure_callback_url)
     ON CONFLICT DO NOTHING
     RETURNING id, run_at
 ),
 inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
-                       created_at, updated_at, event_id, endpoint_id, breaker, held_run_at)
+                       created_at, updated_at, event_id, endpoint_id, breaker, held_run_at,
+                       callback_url, failure_callback_url)
     SELECT d.task_id, d.endpoint_id, 'ready', d.url, 'POST', d.headers::json, :payload,
            CASE WHEN b.key IS NULL THEN e.run_at ELSE :held_until::timestamptz END, 0, :key, :now, :now,
-           e.id, d.endpoint_id, d.endpoint_id, CASE WHEN b.key IS NOT NULL THEN e.run_at END
+           e.id, d.endpoint_id, d.endpoint_id, CASE WHEN b.key IS NOT NULL THEN e.run_at END,
+           :callback_url, :failure_callback_url
     FROM event e
     CROSS JOIN unnest(:task_ids::text[], :endpoint_ids::text[], :urls::text[], :headers::text[])
          WITH ORDINALITY AS d(task_id, endpoint_id, url, headers, ord)
@@ -114,7 +117,7 @@ WITH breaker AS (
     SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :id AND position = 'open') AS open
 )
 UPDATE tasks
-SET status = 'ready', attempts = 0, updated_at = :now,
+SET status = 'ready', attempt_base = attempts, budget_at = :now, updated_at = :now,
     -- to the endpoint's URL of now: the redrive after fixing it
     url = (SELECT e.url FROM endpoints e WHERE e.id = :id),
     run_at = CASE WHEN (SELECT open FROM breaker) THEN :held_until::timestamptz ELSE :now::timestamptz END,

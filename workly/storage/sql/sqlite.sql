@@ -13,11 +13,14 @@ ON CONFLICT (name) DO NOTHING;
 -- task whose breaker is open is held (see the PostgreSQL query).
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                    idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
-                   endpoint_id, breaker, held_run_at)
+                   endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
+                   callback_url, failure_callback_url, callback_of)
 SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
        CASE WHEN h.open THEN :held_until ELSE coalesce(:run_at, :now) END, :priority,
        :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now, :event_id,
-       :endpoint_id, :breaker, CASE WHEN h.open THEN coalesce(:run_at, :now) END
+       :endpoint_id, :breaker, CASE WHEN h.open THEN coalesce(:run_at, :now) END,
+       :stop_on, :deadline, :min_backoff, :max_backoff, :callback_url, :failure_callback_url,
+       :callback_of
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
 -- name: get_tasks_by_ids
@@ -70,14 +73,21 @@ WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
--- Held (see enqueue_tasks_insert) when its breaker is open.
+-- See postgres.sql: redrive a failed or canceled task, or make a ready one due now.
 UPDATE tasks
-SET status = 'ready', attempts = 0, updated_at = :now,
+SET status = 'ready', updated_at = :now,
+    attempt_base = CASE WHEN status = 'ready' THEN attempt_base ELSE attempts END,
+    budget_at = CASE WHEN status = 'ready' THEN budget_at ELSE :now END,
     -- an event's delivery goes to its endpoint's URL of now
-    url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url),
-    run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open') THEN :held_until ELSE :now END,
-    held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open') THEN :now END
-WHERE id = :id AND status IN ('failed', 'canceled')
+    url = CASE WHEN status = 'ready' THEN url
+               ELSE coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url) END,
+    run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL)
+                    OR (status <> 'ready' AND NOT EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open'))
+                  THEN :now ELSE :held_until END,
+    held_run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL)
+                         OR (status <> 'ready' AND NOT EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open'))
+                       THEN NULL ELSE :now END
+WHERE id = :id AND status IN ('failed', 'canceled', 'ready')
 RETURNING seq;
 
 -- name: claim_tasks_open_queues
@@ -182,10 +192,14 @@ RETURNING seq, id, queue, url, method, headers, body, attempts AS attempt,
           coalesce(max_attempts, (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
               AS max_attempts,
           coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) AS timeout,
-          (SELECT q.min_backoff FROM queues q WHERE q.name = tasks.queue) AS min_backoff,
-          (SELECT q.max_backoff FROM queues q WHERE q.name = tasks.queue) AS max_backoff,
+          coalesce(min_backoff, (SELECT q.min_backoff FROM queues q WHERE q.name = tasks.queue)) AS min_backoff,
+          coalesce(max_backoff, (SELECT q.max_backoff FROM queues q WHERE q.name = tasks.queue)) AS max_backoff,
           (SELECT q.signing_secret FROM queues q WHERE q.name = tasks.queue) AS signing_secret,
-          priority, run_at, event_id, endpoint_id, breaker;
+          priority, run_at, event_id, endpoint_id, breaker, attempt_base,
+          coalesce(stop_on, (SELECT q.stop_on FROM queues q WHERE q.name = tasks.queue)) AS stop_on,
+          coalesce(deadline, (SELECT q.deadline FROM queues q WHERE q.name = tasks.queue)) AS deadline,
+          coalesce(budget_at, created_at) AS budget_at,
+          (callback_url IS NOT NULL OR failure_callback_url IS NOT NULL) AS capture_response;
 
 -- name: record_results
 -- The fence: only tasks still running under the result's lease token are updated.
@@ -204,15 +218,31 @@ SET status = CASE r.outcome WHEN 'retry' THEN 'ready' ELSE r.outcome END,
     last_error = r.error,
     lease_token = NULL,
     lease_expires_at = NULL,
+    -- A task claimed after its deadline was not sent: its claim made no attempt.
+    attempts = CASE WHEN r.sent THEN tasks.attempts ELSE tasks.attempts - 1 END,
+    callback_due = CASE r.outcome WHEN 'succeeded' THEN tasks.callback_url IS NOT NULL
+                                  WHEN 'failed' THEN tasks.failure_callback_url IS NOT NULL
+                                  ELSE tasks.callback_due END,
+    callback_seq = CASE WHEN (r.outcome = 'succeeded' AND tasks.callback_url IS NOT NULL)
+                          OR (r.outcome = 'failed' AND tasks.failure_callback_url IS NOT NULL)
+                        THEN tasks.callback_seq + 1 ELSE tasks.callback_seq END,
     updated_at = :now
 FROM (
     SELECT value ->> '$.task_seq' AS task_seq, value ->> '$.lease_token' AS lease_token,
            value ->> '$.outcome' AS outcome, value ->> '$.next_run_at' AS next_run_at,
-           value ->> '$.status_code' AS status_code, value ->> '$.error' AS error
+           value ->> '$.status_code' AS status_code, value ->> '$.error' AS error,
+           value ->> '$.sent' AS sent
     FROM json_each(:results)
 ) AS r
 WHERE tasks.seq = r.task_seq AND tasks.lease_token = r.lease_token AND tasks.status = 'running'
 RETURNING tasks.seq;
+
+-- name: record_results_leases
+-- Read first, in the same transaction: which (task, lease token) pairs are current. A batch
+-- may hold a stale result and the current one of the same task (the reaper gave it to a
+-- second claim meanwhile): only the current one is accepted.
+SELECT seq, lease_token FROM tasks
+WHERE seq IN (SELECT value FROM json_each(:seqs)) AND status = 'running';
 
 -- name: record_results_attempts
 INSERT INTO attempts (task_seq, attempt, started_at, finished_at, status_code, error, response, stale)
@@ -241,21 +271,23 @@ SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
-                    timeout, ordering, paused, signing_secret, created_at, updated_at)
+                    timeout, ordering, paused, signing_secret, stop_on, deadline, created_at, updated_at)
 VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff,
-        :timeout, :ordering, :paused, :signing_secret, :now, :now)
+        :timeout, :ordering, :paused, :signing_secret, :stop_on, :deadline, :now, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
     max_backoff = excluded.max_backoff, timeout = excluded.timeout,
     ordering = excluded.ordering, paused = excluded.paused,
-    signing_secret = excluded.signing_secret, updated_at = excluded.updated_at;
+    signing_secret = excluded.signing_secret, stop_on = excluded.stop_on,
+    deadline = excluded.deadline, updated_at = excluded.updated_at;
 
 -- name: update_queue
 UPDATE queues
 SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts,
     min_backoff = :min_backoff, max_backoff = :max_backoff, timeout = :timeout,
-    ordering = :ordering, paused = :paused, signing_secret = :signing_secret, updated_at = :now
+    ordering = :ordering, paused = :paused, signing_secret = :signing_secret, stop_on = :stop_on,
+    deadline = :deadline, updated_at = :now
 WHERE name = :name;
 
 -- name: delete_queue
@@ -299,9 +331,15 @@ RETURNING task_seq;
 -- Running tasks whose lease expired return to ready, due now, or fail when that attempt
 -- was their last (see postgres.sql). :seqs are the tasks the attempts were written for.
 UPDATE tasks
-SET status = CASE WHEN attempts >= coalesce(max_attempts,
+SET status = CASE WHEN attempts - attempt_base >= coalesce(max_attempts,
                       (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
                   THEN 'failed' ELSE 'ready' END,
+    callback_due = CASE WHEN attempts - attempt_base >= coalesce(max_attempts,
+                      (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
+                  THEN failure_callback_url IS NOT NULL ELSE callback_due END,
+    callback_seq = CASE WHEN failure_callback_url IS NOT NULL AND attempts - attempt_base >= coalesce(max_attempts,
+                      (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
+                  THEN callback_seq + 1 ELSE callback_seq END,
     -- Behind an open breaker (not as its probe): held, as enqueue_tasks_insert holds.
     run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open' AND b.probe_seq IS NOT tasks.seq) THEN :held_until ELSE :now END,
     held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open' AND b.probe_seq IS NOT tasks.seq) THEN :now END,

@@ -9,7 +9,7 @@ VALUES (:id, :url, :description, :event_types, :tenant, :headers, 1, :now, :now)
 -- The endpoint, its health (its breaker) and its delivery settings (its queue's).
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret
+       q.paused, q.signing_secret, q.stop_on, q.deadline
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.id = :id;
 
@@ -20,7 +20,7 @@ SELECT id FROM endpoints WHERE id = :id;
 -- name: list_endpoints
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret
+       q.paused, q.signing_secret, q.stop_on, q.deadline
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -28,7 +28,7 @@ ORDER BY e.seq DESC LIMIT :limit;
 -- name: list_endpoints_by_tenant
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret
+       q.paused, q.signing_secret, q.stop_on, q.deadline
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.tenant = :tenant AND e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -60,18 +60,22 @@ ORDER BY seq;
 
 -- name: publish_event
 -- The event; its deliveries follow with publish_event_deliveries, in the same transaction.
-INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at)
-VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type, coalesce(:run_at, :now), :now)
+INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
+                    callback_url, failure_callback_url)
+VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type, coalesce(:run_at, :now), :now,
+        :callback_url, :failure_callback_url)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
 -- name: publish_event_deliveries
 -- Run with executemany, one row per matching endpoint.
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
-                   created_at, updated_at, event_id, endpoint_id, breaker, held_run_at)
+                   created_at, updated_at, event_id, endpoint_id, breaker, held_run_at,
+                   callback_url, failure_callback_url)
 SELECT :task_id, :endpoint_id, 'ready', :url, 'POST', :headers, :payload,
        CASE WHEN h.open THEN :held_until ELSE :run_at END, 0, :key, :now, :now,
-       :event_id, :endpoint_id, :endpoint_id, CASE WHEN h.open THEN :run_at END
+       :event_id, :endpoint_id, :endpoint_id, CASE WHEN h.open THEN :run_at END,
+       :callback_url, :failure_callback_url
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :endpoint_id AND position = 'open') AS open) h;
 
 -- name: get_event
@@ -92,7 +96,7 @@ ORDER BY seq DESC LIMIT :limit;
 
 -- name: recover_endpoint
 UPDATE tasks
-SET status = 'ready', attempts = 0, updated_at = :now,
+SET status = 'ready', attempt_base = attempts, budget_at = :now, updated_at = :now,
     -- to the endpoint's URL of now: the redrive after fixing it
     url = (SELECT e.url FROM endpoints e WHERE e.id = :id),
     run_at = CASE WHEN h.open THEN :held_until ELSE :now END,

@@ -1,0 +1,81 @@
+"""Tasks and attempts as the JSON the API answers with: the API, the dashboard and the
+callbacks a task sends (workly/callbacks.py) all show them this way."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from workly.media import header_value, is_json_type
+from workly.models import Attempt, Task
+
+
+def time_text(value: datetime) -> str:
+    """RFC 3339 in UTC with a Z, as the API shows every time."""
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def _body_view(task: Task) -> Any:
+    """The body as JSON when it is JSON, as text when it is UTF-8, else null (see body_base64)."""
+    if not task.body:
+        return None
+    content_type = header_value(task.headers, "content-type")
+    try:
+        text = task.body.decode()
+    except UnicodeDecodeError:
+        return None
+    if content_type is not None and is_json_type(content_type):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "queue": task.queue,
+        "status": task.status,
+        "attempts": task.attempts,
+        "max_attempts": task.max_attempts,
+        "run_at": time_text(task.run_at),
+        "created_at": time_text(task.created_at),
+        "updated_at": time_text(task.updated_at),
+        "last_status_code": task.last_status_code,
+        "last_error": task.last_error,
+        "url": task.url,
+        "method": task.method,
+        "headers": task.headers,
+        "body": _body_view(task),
+        "body_base64": base64.b64encode(task.body).decode() if task.body else None,
+        "priority": task.priority,
+        "key": task.key,
+        "tenant": task.tenant,
+        "idempotency_key": task.idempotency_key,
+        "timeout": task.timeout,
+        "event_id": task.event_id,
+        "endpoint_id": task.endpoint_id,
+        "stop_on": list(task.stop_on),
+        "deadline": task.deadline,
+        "min_backoff": task.min_backoff,
+        "max_backoff": task.max_backoff,
+        "callback_url": task.callback_url,
+        "failure_callback_url": task.failure_callback_url,
+        "callback_of": task.callback_of,
+    }
+
+
+def attempt_json(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "attempt": attempt.attempt,
+        "started_at": time_text(attempt.started_at),
+        "finished_at": time_text(attempt.finished_at),
+        "duration_ms": attempt.duration_ms,
+        "status_code": attempt.status_code,
+        "error": attempt.error,
+        "response": attempt.response.decode(errors="replace"),
+        "stale": attempt.stale,
+    }
