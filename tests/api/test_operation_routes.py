@@ -63,6 +63,7 @@ async def test_operations_list_newest_first_with_a_cursor(api: Api) -> None:
         {"action": "retry", "filter": {"last_status_code": 999}},
         {"action": "retry", "filter": {"queue": "no spaces"}},
         {"action": "retry", "filter": {"event_type": "not a type"}},
+        {"action": "retry", "filter": {"endpoint_id": "../../docs"}},
         {"action": "retry", "filter": "queue=q"},
         [],
     ],
@@ -72,6 +73,17 @@ async def test_bad_operations_are_refused_and_store_nothing(api: Api, body: Any)
     assert_problem(await api.http.post("/v1/operations", json=body), 422)
     assert (await api.http.get("/v1/operations")).json()["operations"] == []
     assert (await api.counts())["ready"] == 1
+
+
+async def test_a_time_problem_names_its_field_and_an_empty_window_is_refused(api: Api) -> None:
+    body = {"action": "retry", "filter": {"created_after": "2026-12-01T09:00:00"}}
+    problem = assert_problem(await api.http.post("/v1/operations", json=body), 422)
+    assert "created_after needs a UTC offset" in problem["detail"] and "run_at" not in problem["detail"]
+    window = {"created_after": "2030-01-02T00:00:00Z", "created_before": "2030-01-01T00:00:00Z"}
+    problem = assert_problem(
+        await api.http.post("/v1/operations", json={"action": "cancel", "filter": window}), 422
+    )
+    assert "created_after must come before created_before" in problem["detail"]
 
 
 async def test_an_empty_filter_names_what_it_needs(api: Api) -> None:

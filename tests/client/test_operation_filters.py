@@ -25,7 +25,7 @@ NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
         ("10m", "2026-05-01T11:50:00Z"),
         ("2h", "2026-05-01T10:00:00Z"),
         ("1d", "2026-04-30T12:00:00Z"),
-        (" 90 ", "2026-05-01T11:58:30Z"),  # plain seconds, as for --delay
+        (" 90s ", "2026-05-01T11:58:30Z"),
         ("0s", "2026-05-01T12:00:00Z"),
     ],
 )
@@ -52,6 +52,9 @@ def test_a_duration_counts_back_from_now_in_any_zone() -> None:
         ("0001-01-01T00:00:00+01:00", "outside the years 1970 to 2999"),
         ("100000d", "outside the years 1970 to 2999"),
         ("1" * 400 + "d", "outside the years 1970 to 2999"),
+        ("1700000000", "has no unit"),  # a Unix timestamp must not mean 1973
+        ("2024", "has no unit"),  # nor a year 34 minutes ago
+        ("90", "has no unit"),
     ],
 )
 def test_bad_times_are_refused_with_the_reason(text: str, says: str) -> None:
@@ -61,14 +64,14 @@ def test_bad_times_are_refused_with_the_reason(text: str, says: str) -> None:
 
 def test_the_filter_names_the_api_fields_and_leaves_out_what_is_not_given() -> None:
     given = Filters(queue="orders", endpoint="ep_1", status="failed", since="1h", last_status_code=503)
-    assert task_filter(given, NOW) == {
+    assert task_filter(given, NOW, "retry") == {
         "queue": "orders", "endpoint_id": "ep_1", "status": "failed",
         "created_after": "2026-05-01T11:00:00Z", "last_status_code": 503,
     }  # fmt: skip
     both = Filters(
         since="2d", until="2026-05-01T00:00:00+02:00", event_type="invoice.paid", tenant="t", key="k"
     )
-    assert task_filter(both, NOW) == {
+    assert task_filter(both, NOW, "cancel") == {
         "event_type": "invoice.paid", "tenant": "t", "key": "k",
         "created_after": "2026-04-29T12:00:00Z", "created_before": "2026-04-30T22:00:00Z",
     }  # fmt: skip
@@ -85,11 +88,20 @@ def test_the_filter_names_the_api_fields_and_leaves_out_what_is_not_given() -> N
         (Filters(last_status_code=600), "--last-status-code 600 is not an HTTP status"),
         (Filters(queue="bad/q"), "--queue 'bad/q' is not a queue name"),
         (Filters(tenant=""), "--tenant is empty"),
+        (Filters(status="ready"), "--status ready: retry changes only failed and canceled tasks"),
+        (Filters(status="succeeded"), "--status succeeded: retry changes only failed and canceled"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option(filters: Filters, says: str) -> None:
     with pytest.raises(InputError, match=says):
-        task_filter(filters, NOW)
+        task_filter(filters, NOW, "retry")
+
+
+@pytest.mark.parametrize("status", ["failed", "canceled", "running", "succeeded"])
+def test_a_cancel_of_tasks_it_cannot_change_is_refused(status: str) -> None:
+    with pytest.raises(InputError, match="cancel changes only ready tasks"):
+        task_filter(Filters(status=status), NOW, "cancel")
+    assert task_filter(Filters(status="ready"), NOW, "cancel") == {"status": "ready"}
 
 
 def test_one_task_or_filter_options_never_both_nor_neither() -> None:

@@ -164,3 +164,15 @@ def test_an_endpoint_410_disables_it_only_when_stop_on_ends_the_task() -> None:
     assert judge(endpoint_task, answered(410), random.Random(1)).effect == "gone"
     retried = judge(replace(endpoint_task, stop_on=()), answered(410), random.Random(1))
     assert (retried.outcome, retried.effect) == ("retry", "fail")
+
+
+@pytest.mark.parametrize("endpoint_id", [None, "ep_x"])
+def test_an_answer_stop_on_ends_the_task_on_says_nothing_to_the_breaker(endpoint_id: str | None) -> None:
+    task = replace(
+        TASK, endpoint_id=endpoint_id, breaker=endpoint_id or "http://127.0.0.1:9", stop_on=("4xx", "503")
+    )
+    for status in (422, 503):
+        result = judge(task, answered(status), random.Random(1))
+        assert (result.outcome, result.effect) == ("failed", None)
+    retried = judge(task, answered(500), random.Random(1))  # not listed: retried, and counted
+    assert (retried.outcome, retried.effect) == ("retry", "fail" if endpoint_id else "ok")

@@ -398,3 +398,13 @@ async def test_the_pages_show_healthy_failing_and_open_endpoints_with_their_fail
     for delivery in event["deliveries"]:
         shown = row(event_page, "data-delivery", delivery["task_id"])
         assert (field(shown, "status"), field(shown, "attempts")) == expected[delivery["endpoint_id"]]
+
+
+async def test_the_endpoint_page_shows_its_retry_policy(http: httpx.AsyncClient) -> None:
+    strict = await create_endpoint(http, stop_on=["4xx", "503"], deadline=600)
+    lenient = await create_endpoint(http, stop_on=[])
+    await log_in(http)
+    page = (await http.get(f"/ui/endpoints/{strict['id']}")).text
+    assert "4xx, 503" in page and "600 s after a task&#39;s creation (or redrive)" in page
+    page = (await http.get(f"/ui/endpoints/{lenient['id']}")).text
+    assert "nothing: every failure is retried" in page

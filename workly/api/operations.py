@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from workly.api.pages import Cursor, Limit, page
 from workly.api.schemas import ShortText, _Strict, check_run_at
@@ -25,7 +25,8 @@ class TaskFilterIn(_Strict):
     """Which tasks: every field given must match; at least one must be given."""
 
     queue: str | None = Field(default=None, max_length=128, pattern=f"^{QUEUE_NAME}$")
-    endpoint_id: ShortText | None = None
+    # An endpoint id is its queue's name (ep_…): the same characters, never a '/'.
+    endpoint_id: str | None = Field(default=None, max_length=128, pattern=f"^{QUEUE_NAME}$")
     event_type: str | None = Field(default=None, max_length=MAX_EVENT_TYPE, pattern=f"^{EVENT_TYPE}$")
     tenant: ShortText | None = None
     key: ShortText | None = None
@@ -36,11 +37,14 @@ class TaskFilterIn(_Strict):
 
     @field_validator("created_after", "created_before")
     @classmethod
-    def _aware_and_in_range(cls, value: datetime | None) -> datetime | None:
-        return check_run_at(value)
+    def _aware_and_in_range(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        return check_run_at(value, str(info.field_name))
 
     @model_validator(mode="after")
     def _names_something(self) -> TaskFilterIn:
+        after, before = self.created_after, self.created_before
+        if after is not None and before is not None and after >= before:
+            raise ValueError("created_after must come before created_before: no task could match")
         if all(getattr(self, name) is None for name in type(self).model_fields):
             raise ValueError(
                 "a bulk operation's filter must name at least one field (queue, endpoint_id, event_type, "

@@ -94,19 +94,19 @@ def check_base64(value: str | None, field: str) -> str | None:
     return value
 
 
-def check_run_at(value: datetime | None) -> datetime | None:
+def check_run_at(value: datetime | None, field: str = "run_at") -> datetime | None:
     """An RFC 3339 time with an offset, within the years 1970-2999, as UTC (as Workly keeps
-    and shows every time)."""
+    and shows every time); ``field`` names it in the message."""
     if value is None:
         return None
     if value.tzinfo is None:
-        raise ValueError("run_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
+        raise ValueError(f"{field} needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
     try:
         in_utc = value.astimezone(UTC)
     except OverflowError:
         in_utc = None
     if in_utc is None or not RUN_AT_MIN <= in_utc < RUN_AT_MAX:
-        raise ValueError("run_at must fall in the years 1970 to 2999 (UTC)")
+        raise ValueError(f"{field} must fall in the years 1970 to 2999 (UTC)")
     return in_utc
 
 

@@ -19,7 +19,13 @@ TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 
 class ClientError(Exception):
-    """The server could not be asked, or answered with an error; the message says which."""
+    """The server could not be asked, or answered with an error; the message says which.
+    ``unreachable``: it did not answer, or answered 502-504 (down or restarting: asking
+    again later may work)."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class ApiClient:
@@ -134,7 +140,9 @@ class ApiClient:
         try:
             return self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {self._server}: {exc or type(exc).__name__}") from None
+            raise ClientError(
+                f"cannot reach {self._server}: {exc or type(exc).__name__}", unreachable=True
+            ) from None
 
     def _answer(self, response: httpx.Response) -> dict[str, Any]:
         try:
@@ -143,7 +151,9 @@ class ApiClient:
             body = None
         if response.is_success and isinstance(body, dict):
             return body
-        raise ClientError(_describe_failure(response, body))
+        raise ClientError(
+            _describe_failure(response, body), unreachable=response.status_code in (502, 503, 504)
+        )
 
 
 def _queue(name: str) -> str:

@@ -35,8 +35,15 @@ def parse_delay(text: str) -> float:
 
 def parse_when(text: str, now: datetime) -> str:
     """A point in time as RFC 3339 UTC ('2030-01-01T00:00:00Z'), from RFC 3339 with an offset,
-    or from a duration back from ``now`` ('30s', '10m', '2h', '1d', as parse_delay reads it)."""
-    if _DURATION.fullmatch(text):
+    or from a duration back from ``now`` ('30s', '10m', '2h', '1d', as parse_delay reads it,
+    but with its unit: a bare number could as well be a Unix timestamp, or a year)."""
+    duration = _DURATION.fullmatch(text)
+    if duration is not None and duration.group(2) is None:
+        raise InputError(
+            f"{text!r} has no unit: write a duration back from now with one (30s, 10m, 2h, 1d), "
+            "or a time (RFC 3339, e.g. 2030-01-01T00:00:00Z)"
+        )
+    if duration is not None:
         when = _ago(text, now)
     elif _RFC3339.fullmatch(text.strip()):
         when = _rfc3339(text.strip())

@@ -18,8 +18,17 @@ from workly.client.api import DEFAULT_SERVER, ApiClient, ClientError
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
 from workly.client.inputs import InputError, parse_when
 from workly.models import TASK_STATUSES, is_queue_name
+from workly.operations import CHANGES_FROM, Action
 
-POLL_SECONDS = 0.3  # how often the progress is read: it moves a chunk of up to 1000 tasks at a time
+POLL_SECONDS = 0.3  # how often the progress is read at first: it moves a chunk of up to 1000 tasks at a time
+MAX_POLL_SECONDS = 3.0  # … and at the most, once an operation takes long
+NOT_PICKED_UP_SECONDS = 15.0  # no progress for this long: say why that may be (once)
+UNREACHABLE_SECONDS = 60.0  # a server that does not answer (a restart) is waited for this long
+UNKNOWN_OUTCOME = 3  # exit status when the waiting ended before the operation did
+_NOT_MOVING = (
+    "workly: {id} has not moved for {seconds:g} s: is a process with the dispatcher on running "
+    "(not WORKLY_DISPATCH=false)? It may also wait behind another operation."
+)
 INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl-C (128 + SIGINT)
 _ERASE_REST = "\x1b[K"  # erase from the cursor to the end of the line (a shorter line leaves no tail)
 _PANEL = "Filter: every task it matches, instead of TASK_ID"
@@ -71,7 +80,7 @@ class Filters:
         return any(value is not None for value in astuple(self))
 
 
-def task_filter(filters: Filters, now: datetime) -> dict[str, Any]:
+def task_filter(filters: Filters, now: datetime, action: Action) -> dict[str, Any]:
     """The API's filter for the options given, with --since and --until as RFC 3339 UTC times
     (a duration counts back from ``now``). InputError names the option at fault."""
     texts = {
@@ -85,6 +94,12 @@ def task_filter(filters: Filters, now: datetime) -> dict[str, Any]:
         raise InputError(f"--queue {filters.queue!r} is not a queue name")
     if filters.status is not None and filters.status not in TASK_STATUSES:
         raise InputError(f"--status {filters.status!r} is not one of {', '.join(TASK_STATUSES)}")
+    changes = CHANGES_FROM[action]
+    if filters.status is not None and filters.status not in changes:
+        raise InputError(
+            f"--status {filters.status}: {action} changes only {' and '.join(changes)} tasks, so it would "
+            "change nothing (to make one ready task due now: `workly retry TASK_ID`)"
+        )
     code = filters.last_status_code
     if code is not None and not 100 <= code <= 599:
         raise InputError(f"--last-status-code {code} is not an HTTP status (100 to 599)")
@@ -128,17 +143,26 @@ def one_task(action: str, task_id: str | None, filters: Filters) -> str | None:
     return task_id
 
 
-def run(action: str, filters: Filters, *, wait: bool, server: str, token: str | None, as_json: bool) -> None:
+def run(
+    action: Action, filters: Filters, *, wait: bool, server: str, token: str | None, as_json: bool
+) -> None:
     """Create the operation and, with ``wait``, follow it to its end: exit status 1 if it failed."""
     try:
-        body = task_filter(filters, datetime.now(UTC))
+        body = task_filter(filters, datetime.now(UTC), action)
     except InputError as exc:
         usage_error(str(exc))
     # The progress line is for a person watching: redraws would garble a file, a pipe or JSON.
     progress = ProgressLine(sys.stdout) if wait and not as_json and sys.stdout.isatty() else None
 
     def create(api: ApiClient) -> dict[str, Any]:
-        created = api.create_operation(action, body)
+        try:
+            created = api.create_operation(action, body)
+        except KeyboardInterrupt:
+            typer.echo(
+                "workly: interrupted; the operation may have been created: `workly operations` lists it",
+                err=True,
+            )
+            raise typer.Exit(code=INTERRUPTED) from None
         return follow(api, created, progress) if wait else created
 
     operation = ask(server, token, create)
@@ -148,22 +172,44 @@ def run(action: str, filters: Filters, *, wait: bool, server: str, token: str | 
 
 
 def follow(api: ApiClient, operation: dict[str, Any], progress: ProgressLine | None) -> dict[str, Any]:
-    """Read the operation until it is no longer running. Ctrl-C stops the waiting, not the
-    operation: it says so, and exits 130."""
+    """Read the operation until it is no longer running, more slowly the longer it takes.
+    Ctrl-C stops the waiting, not the operation: it says so, and exits 130. A server that
+    does not answer for a while (a restart) is waited for up to UNREACHABLE_SECONDS; then,
+    or on an error the server gives, the waiting ends with exit status 3: the operation's
+    outcome is unknown, not failed (1)."""
     operation_id = operation["id"]
+    interval, unreachable_since, warned = POLL_SECONDS, None, False
+    last_change = time.monotonic(), operation["updated_at"]
     try:
         while operation["state"] == "running":
             if progress is not None:
                 progress.draw(render.operation_progress(operation))
-            time.sleep(POLL_SECONDS)
-            operation = api.operation(operation_id)
+            time.sleep(interval)
+            interval = min(interval * 1.5, MAX_POLL_SECONDS)
+            try:
+                operation = api.operation(operation_id)
+                unreachable_since = None
+            except ClientError as exc:
+                if not exc.unreachable:
+                    raise
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > UNREACHABLE_SECONDS:
+                    raise
+                continue
+            if operation["updated_at"] != last_change[1]:
+                last_change = time.monotonic(), operation["updated_at"]
+            elif not warned and time.monotonic() - last_change[0] > NOT_PICKED_UP_SECONDS:
+                _clear(progress)
+                typer.echo(_NOT_MOVING.format(id=operation_id, seconds=NOT_PICKED_UP_SECONDS), err=True)
+                warned = True
     except KeyboardInterrupt:
         _clear(progress)
         typer.echo(f"workly: stopped waiting; {_goes_on(operation_id)}", err=True)
         raise typer.Exit(code=INTERRUPTED) from None
     except ClientError as exc:
         _clear(progress)
-        raise ClientError(f"{exc}; stopped waiting, {_goes_on(operation_id)}") from None
+        typer.echo(f"workly: {exc}; stopped waiting, {_goes_on(operation_id)}", err=True)
+        raise typer.Exit(code=UNKNOWN_OUTCOME) from None
     _clear(progress)
     return operation
 

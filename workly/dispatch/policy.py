@@ -141,18 +141,24 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
 
 
 def breaker_effect(task: ClaimedTask, outcome: DeliveryOutcome) -> BreakerEffect | None:
-    """What an attempt says about its receiver (workly/breaker.py). An endpoint's every
-    failure counts against it, and a 410 from it asks to be disabled; a plain task's
+    """What an attempt says about its receiver (workly/breaker.py). An answer the task's
+    stop_on ends it on says nothing (but a 410 from an endpoint asks to disable it). Else an
+    endpoint's every failure counts against it; a plain task's
     origin counts only the signs of trouble (no connection, a timeout, 429, 502, 503,
     504), and any other answer shows it is up. A delivery blocked by the outbound policy
     never reached the receiver: for an origin it says nothing."""
     code = outcome.status_code
     answered = code is not None and 200 <= code < 300
+    stopped = code is not None and stops_on(code, task.stop_on)
+    if stopped and not (task.endpoint_id is not None and code == PERMANENT_STATUS):
+        # The receiver answered on purpose, and the task ends here: no sign of trouble, and
+        # not a success of the receiver's either.
+        return None
     if task.endpoint_id is not None:
         if answered:
             return "ok"
         # A 410 disables the endpoint unless its stop_on says to retry a 410.
-        return "gone" if code == PERMANENT_STATUS and stops_on(code, task.stop_on) else "fail"
+        return "gone" if code == PERMANENT_STATUS and stopped else "fail"
     if outcome.permanent and code is None:
         return None
     if outcome.timed_out and task.timeout < MIN_TELLING_TIMEOUT:

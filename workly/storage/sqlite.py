@@ -290,12 +290,7 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
     )
     plan = breakers.plan(results)
     params = {"results": payload, "now": now_us, "ok_keys": json.dumps(plan.ok_keys), "held_until": HELD_US}
-    seqs = json.dumps([r.task_seq for r in results])
-    current = {
-        (row["seq"], row["lease_token"]) for row in fetchall(db, _q().record_results_leases, {"seqs": seqs})
-    }
-    updated = {row["seq"] for row in fetchall(db, _q().record_results, params)}
-    accepted = {(seq, token) for seq, token in current if seq in updated}
+    accepted = _accepted(db, results, params)
     execute_many(
         db,
         _q().record_results_attempts,
@@ -320,6 +315,21 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
         accepted=len(results) - stale, stale=stale, released=tally.released, disabled=tuple(tally.disabled),
         opened=tally.opened, closed=tally.closed,
     )  # fmt: skip
+
+
+def _accepted(db: Db, results: Sequence[AttemptResult], params: Mapping[str, Any]) -> set[tuple[int, str]]:
+    """Run record_results; the (task seq, lease token) pairs it accepted. Only a batch with
+    two results of one task (a stale one, and the current one of the claim the reaper gave
+    it to meanwhile) needs the current leases read first to tell them apart."""
+    seqs = [r.task_seq for r in results]
+    current = None
+    if len(set(seqs)) < len(seqs):
+        found = fetchall(db, _q().record_results_leases, {"seqs": json.dumps(seqs)})
+        current = {(row["seq"], row["lease_token"]) for row in found}
+    updated = {row["seq"] for row in fetchall(db, _q().record_results, params)}
+    if current is None:
+        return {(r.task_seq, r.lease_token) for r in results if r.task_seq in updated}
+    return {(seq, token) for seq, token in current if seq in updated}
 
 
 def _count_rows(db: Db, query: Query, params: Mapping[str, Any]) -> int:
