@@ -11,6 +11,8 @@ def task(**fields: Any) -> dict[str, Any]:
         "run_at": "2026-11-30T09:10:06.972118Z", "created_at": "2026-11-30T09:10:06Z",
         "updated_at": "2026-11-30T09:10:07.5Z", "last_status_code": None, "last_error": "timed out",
         "url": "http://127.0.0.1:9/hook", "method": "POST", "key": None, "tenant": None, "priority": 0,
+        "stop_on": ["410"], "deadline": None, "min_backoff": 1.0, "max_backoff": 3600.0, "callback_url": None,
+        "failure_callback_url": None, "callback_of": None,
         **fields,
     }  # fmt: skip
 
@@ -177,3 +179,17 @@ def test_event_detail_shows_the_payload_compact_or_its_size() -> None:
     )
     long = render.event_detail(event(payload="x" * 1000))
     assert "… (--json shows it all)" in long and len(long.splitlines()[7]) < 400
+
+
+def test_task_detail_shows_the_retry_policy_and_callbacks() -> None:
+    plain = render.task_detail(task(), [])
+    lines = {line.split("  ")[0]: line.split()[-1] for line in plain.splitlines() if "  " in line}
+    assert (lines["stops on"], lines["backoff"]) == ("410", "s")
+    assert "1-3600 s" in plain
+    assert "deadline" not in plain and "callback" not in plain
+    shown = render.task_detail(
+        task(stop_on=[], deadline=300.0, failure_callback_url="http://127.0.0.1:9/ko", callback_of="task_0"),
+        [],
+    )
+    assert "nothing: every failure is retried" in shown and "300 s after creation/redrive" in shown
+    assert "failure callback  http://127.0.0.1:9/ko" in shown and "callback of       task_0" in shown

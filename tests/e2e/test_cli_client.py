@@ -167,3 +167,22 @@ async def test_unknown_task_wrong_token_and_no_server_exit_1_with_the_reason(e2e
     nobody = f"http://127.0.0.1:{free_port()}"
     gone = await workly(e2e, "queues", "--server", nobody)
     assert gone.code == 1 and gone.err.startswith(f"workly: cannot reach {nobody}: ")
+
+
+async def test_enqueue_with_a_retry_policy_and_a_callback(e2e: E2E) -> None:
+    e2e.receiver.script("/strict", [404])
+    enqueued = await workly(
+        e2e, "enqueue", e2e.receiver.url("/strict"), "--queue", "policy", "--stop-on", "4xx",
+        "--stop-on", "503", "--deadline", "5m", "--failure-callback-url", e2e.receiver.url("/failed"),
+        "--json",
+    )  # fmt: skip
+    assert enqueued.code == 0, enqueued.err
+    task = enqueued.json()
+    assert (task["stop_on"], task["deadline"]) == (["4xx", "503"], 300)
+    [callback] = await e2e.receiver.wait_for("/failed", 1)
+    assert json.loads(callback.body)["task"]["id"] == task["id"]
+    shown = await workly(e2e, "task", task["id"])
+    assert "4xx, 503" in shown.out and "300 s after creation/redrive" in shown.out
+    assert e2e.receiver.url("/failed") in shown.out
+    bad = await workly(e2e, "enqueue", e2e.receiver.url("/strict"), "--deadline", "soon")
+    assert bad.code == 2 and "not a duration" in bad.err

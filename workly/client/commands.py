@@ -53,6 +53,16 @@ def enqueue(
     tenant: Annotated[str | None, typer.Option(help="tenant, for fair sharing")] = None,
     priority: Annotated[int | None, typer.Option(help="higher first")] = None,
     max_attempts: Annotated[int | None, typer.Option(help="attempts before the task fails")] = None,
+    stop_on: Annotated[
+        list[str] | None, typer.Option(help="a status (404) or class (4xx) that fails it at once; repeatable")
+    ] = None,
+    deadline: Annotated[
+        str | None, typer.Option(help="no attempt starts later than this after now: 5m, 1h")
+    ] = None,
+    callback_url: Annotated[str | None, typer.Option(help="called once after it succeeded")] = None,
+    failure_callback_url: Annotated[
+        str | None, typer.Option(help="called once after it failed for good")
+    ] = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
@@ -64,11 +74,16 @@ def enqueue(
             body["body"] = read_data(data)
         if delay is not None:
             body["delay"] = parse_delay(delay)
+        if deadline is not None:
+            body["deadline"] = parse_delay(deadline)
         if header:
             body["headers"] = parse_headers(header)
     except InputError as exc:
         usage_error(str(exc))
-    optional = {"key": key, "tenant": tenant, "priority": priority, "max_attempts": max_attempts}
+    optional = {
+        "key": key, "tenant": tenant, "priority": priority, "max_attempts": max_attempts, "stop_on": stop_on,
+        "callback_url": callback_url, "failure_callback_url": failure_callback_url,
+    }  # fmt: skip
     body.update({name: value for name, value in optional.items() if value is not None})
     stored = ask(server, token, lambda api: api.enqueue(queue, body))
     show(stored, as_json, render.enqueued)

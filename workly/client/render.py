@@ -95,6 +95,7 @@ def task_detail(task: dict[str, Any], attempts: Sequence[dict[str, Any]]) -> str
             ("updated", short_time(task["updated_at"])), ("key", task["key"]), ("tenant", task["tenant"]),
             ("priority", task["priority"]), ("last status", task["last_status_code"]),
             ("last error", task["last_error"]),
+            *_policy_fields(task),
         ]
     )  # fmt: skip
     if not attempts:
@@ -110,6 +111,20 @@ def task_detail(task: dict[str, Any], attempts: Sequence[dict[str, Any]]) -> str
         ],
     )  # fmt: skip
     return f"{summary}\n\n{listed}"
+
+
+def _policy_fields(task: dict[str, Any]) -> list[tuple[str, object]]:
+    """The retry policy in effect, and the callbacks (only the lines that say something)."""
+    shown: list[tuple[str, object]] = [
+        ("stops on", ", ".join(task["stop_on"]) or "nothing: every failure is retried"),
+        ("backoff", f"{task['min_backoff']:g}-{task['max_backoff']:g} s"),
+    ]
+    optional = [
+        ("deadline", None if task["deadline"] is None else f"{task['deadline']:g} s after creation/redrive"),
+        ("callback", task["callback_url"]), ("failure callback", task["failure_callback_url"]),
+        ("callback of", task["callback_of"]),
+    ]  # fmt: skip
+    return shown + [(name, value) for name, value in optional if value is not None]
 
 
 # Endpoints and events (the webhook platform).
