@@ -115,6 +115,25 @@ async def test_an_operation_resumes_after_a_crash_between_chunks(storage: Storag
         assert stored is not None and stored.attempts == 1  # redriven once: not twice
 
 
+async def test_a_released_operation_is_taken_at_once_by_another_runner(
+    storage: Storage, clock: FakeClock
+) -> None:
+    await fail_all(storage, clock, in_queue("q", [new(max_attempts=1) for _ in range(3)]))
+    created = await storage.create_operation(new_id("op"), "retry", TaskFilter(queue="q"), clock())
+    stopping = token()
+    await storage.take_operation(clock(), stopping, LEASE)
+    assert await storage.run_operation_chunk(created.id, stopping, clock(), LEASE, 2) is not None
+    assert await storage.release_operation(created.id, token()) is False  # not another's to release
+    assert await storage.release_operation(created.id, stopping) is True
+    resumed = token()
+    taken = await storage.take_operation(clock(), resumed, LEASE)  # no waiting for the lease
+    assert taken is not None and taken.changed == 2
+    assert await storage.run_operation_chunk(created.id, stopping, clock(), LEASE, 2) is None
+    done = await storage.run_operation_chunk(created.id, resumed, clock(), LEASE, 2)
+    assert done is not None and (done.operation.state, done.operation.changed) == ("succeeded", 3)
+    assert await storage.release_operation(created.id, resumed) is False  # finished: nothing to give back
+
+
 async def test_tasks_stored_after_the_operation_are_not_its_business(
     storage: Storage, clock: FakeClock
 ) -> None:

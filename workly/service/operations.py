@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from workly.clock import Clock
 from workly.metrics import Metrics
-from workly.operations import Operation
+from workly.operations import CHUNK, Operation
 from workly.periodic import WokenJob
 from workly.storage.base import Storage
 
@@ -34,6 +34,7 @@ class OperationRunner:
         *,
         poll_interval: float = 1.0,
         lease_seconds: float = 15.0,
+        chunk: int = CHUNK,
         metrics: Metrics | None = None,
     ) -> None:
         """``lease_seconds``: how long a runner holds an operation without finishing a
@@ -42,6 +43,7 @@ class OperationRunner:
         self._clock = clock
         self._work_available = work_available
         self._lease_seconds = lease_seconds
+        self._chunk = chunk
         self._metrics = metrics or Metrics()
         self._token = uuid.uuid4().hex
         self._job = WokenJob(self.run_pending, poll_interval, "bulk operations", log)
@@ -54,8 +56,8 @@ class OperationRunner:
         self._job.wake()
 
     async def stop(self) -> None:
-        """Stop after the chunk in flight; an unfinished operation resumes elsewhere (or
-        here, after a restart) once its lease expires."""
+        """Stop after the chunk in flight and give the operation back: it resumes in another
+        process, or here after a restart, at once (after a crash: once its lease expires)."""
         await self._job.stop()
 
     async def run_pending(self) -> None:
@@ -68,9 +70,16 @@ class OperationRunner:
             await self._work(operation)
 
     async def _work(self, operation: Operation) -> None:
+        try:
+            await self._work_chunks(operation)
+        finally:
+            if self._job.stopped:  # shutting down between chunks: let whoever is next go on at once
+                await self._storage.release_operation(operation.id, self._token)
+
+    async def _work_chunks(self, operation: Operation) -> None:
         while not self._job.stopped:
             done = await self._storage.run_operation_chunk(
-                operation.id, self._token, self._clock(), self._lease_seconds
+                operation.id, self._token, self._clock(), self._lease_seconds, self._chunk
             )
             if done is None:  # taken over, after this runner's lease expired
                 log.warning("operation %s: lease lost, another runner goes on with it", operation.id)

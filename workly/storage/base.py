@@ -246,6 +246,10 @@ class Storage(Protocol):
         """Lease the oldest running operation that no runner holds (or whose runner's lease
         expired) to ``lease_token`` for ``lease_seconds``; None when there is none."""
 
+    async def release_operation(self, operation_id: str, lease_token: str) -> bool:
+        """Give back an operation ``lease_token`` holds, for any runner to take at once;
+        whether it held it."""
+
     async def run_operation_chunk(
         self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
     ) -> ChunkDone | None:

@@ -56,6 +56,12 @@ class PostgresOperations:
         )  # fmt: skip
         return None if row is None else operation_from_row(row, DECODERS)
 
+    async def release_operation(self, operation_id: str, lease_token: str) -> bool:
+        released = await fetch(
+            self._pool, self._q.release_operation, id=operation_id, lease_token=lease_token
+        )
+        return bool(released)
+
     async def run_operation_chunk(
         self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
     ) -> ChunkDone | None:

@@ -133,6 +133,7 @@ class CommonQueries:
     get_operation: Query
     list_operations: Query
     take_operation: Query
+    release_operation: Query
     lock_operation: Query
     operation_chunk: Query
     retry_tasks: Query

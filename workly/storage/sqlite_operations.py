@@ -62,6 +62,13 @@ class SqliteOperations:
         taken = await self._writer.transaction(self._acknowledged, fetchall, _q().take_operation, params)
         return operation_from_row(taken[0], DECODERS) if taken else None
 
+    async def release_operation(self, operation_id: str, lease_token: str) -> bool:
+        params = {"id": operation_id, "lease_token": lease_token}
+        released = await self._writer.transaction(
+            self._acknowledged, fetchall, _q().release_operation, params
+        )
+        return bool(released)
+
     async def run_operation_chunk(
         self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
     ) -> ChunkDone | None:

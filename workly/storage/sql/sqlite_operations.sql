@@ -41,6 +41,13 @@ WHERE seq = (SELECT seq FROM operations
              ORDER BY seq LIMIT 1)
 RETURNING *;
 
+-- name: release_operation
+-- A runner that stops (its process shuts down) between chunks gives the operation back at
+-- once, so that a restart or another process resumes it without waiting for the lease.
+UPDATE operations SET lease_token = NULL, lease_expires_at = NULL
+WHERE id = :id AND lease_token = :lease_token AND state = 'running'
+RETURNING seq;
+
 -- name: lock_operation
 -- The first statement of a chunk's transaction: the operation, if this runner still holds
 -- it and it is where the chunk was read from (the chunk's tasks were read on the reader;
