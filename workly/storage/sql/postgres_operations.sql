@@ -82,11 +82,13 @@ SELECT name FROM queues WHERE name = ANY(:names::text[]) ORDER BY name FOR NO KE
 UPDATE tasks t
 SET status = 'ready', attempt_base = t.attempts, budget_at = :now, updated_at = :now,
     url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = t.endpoint_id), t.url),
-    run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = t.breaker AND b.position = 'open')
-                  THEN :held_until::timestamptz ELSE :now::timestamptz END,
-    held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = t.breaker AND b.position = 'open')
-                       THEN :now::timestamptz END
-WHERE t.seq = ANY(:seqs::bigint[]) AND t.status IN ('failed', 'canceled')
+    run_at = CASE WHEN o.open THEN :held_until::timestamptz ELSE :now::timestamptz END,
+    held_run_at = CASE WHEN o.open THEN :now::timestamptz END
+FROM (
+    SELECT t2.seq, EXISTS (SELECT 1 FROM breakers b WHERE b.key = t2.breaker AND b.position = 'open') AS open
+    FROM tasks t2 WHERE t2.seq = ANY(:seqs::bigint[])
+) AS o
+WHERE t.seq = o.seq AND t.status IN ('failed', 'canceled')
 RETURNING t.seq;
 
 -- name: cancel_tasks

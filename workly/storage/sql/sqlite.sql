@@ -81,12 +81,12 @@ SET status = 'ready', updated_at = :now,
     -- an event's delivery goes to its endpoint's URL of now
     url = CASE WHEN status = 'ready' THEN url
                ELSE coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url) END,
-    run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL)
-                    OR (status <> 'ready' AND NOT EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open'))
+    run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL) OR (status <> 'ready' AND NOT o.open)
                   THEN :now ELSE :held_until END,
-    held_run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL)
-                         OR (status <> 'ready' AND NOT EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open'))
+    held_run_at = CASE WHEN (status = 'ready' AND held_run_at IS NULL) OR (status <> 'ready' AND NOT o.open)
                        THEN NULL ELSE :now END
+FROM (SELECT EXISTS (SELECT 1 FROM breakers b JOIN tasks t ON b.key = t.breaker
+                     WHERE t.id = :id AND b.position = 'open') AS open) AS o
 WHERE id = :id AND status IN ('failed', 'canceled', 'ready')
 RETURNING seq;
 
@@ -331,24 +331,27 @@ RETURNING task_seq;
 -- Running tasks whose lease expired return to ready, due now, or fail when that attempt
 -- was their last (see postgres.sql). :seqs are the tasks the attempts were written for.
 UPDATE tasks
-SET status = CASE WHEN attempts - attempt_base >= coalesce(max_attempts,
-                      (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
-                  THEN 'failed' ELSE 'ready' END,
-    callback_due = CASE WHEN attempts - attempt_base >= coalesce(max_attempts,
-                      (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
-                  THEN failure_callback_url IS NOT NULL ELSE callback_due END,
-    callback_seq = CASE WHEN failure_callback_url IS NOT NULL AND attempts - attempt_base >= coalesce(max_attempts,
-                      (SELECT q.max_attempts FROM queues q WHERE q.name = tasks.queue))
-                  THEN callback_seq + 1 ELSE callback_seq END,
+SET status = CASE WHEN e.last THEN 'failed' ELSE 'ready' END,
+    callback_due = CASE WHEN e.last THEN failure_callback_url IS NOT NULL ELSE callback_due END,
+    callback_seq = CASE WHEN e.last AND failure_callback_url IS NOT NULL
+                        THEN callback_seq + 1 ELSE callback_seq END,
     -- Behind an open breaker (not as its probe): held, as enqueue_tasks_insert holds.
-    run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open' AND b.probe_seq IS NOT tasks.seq) THEN :held_until ELSE :now END,
-    held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open' AND b.probe_seq IS NOT tasks.seq) THEN :now END,
+    run_at = CASE WHEN e.held THEN :held_until ELSE :now END,
+    held_run_at = CASE WHEN e.held THEN :now END,
     last_status_code = NULL,
     last_error = 'lease expired: no result from the process that claimed it',
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = :now
-WHERE seq IN (SELECT value FROM json_each(:seqs));
+FROM (
+    SELECT t.seq,
+           t.attempts - t.attempt_base >= coalesce(t.max_attempts, q.max_attempts) AS last,
+           EXISTS (SELECT 1 FROM breakers b WHERE b.key = t.breaker AND b.position = 'open'
+                   AND b.probe_seq IS NOT t.seq) AS held
+    FROM tasks t JOIN queues q ON q.name = t.queue
+    WHERE t.seq IN (SELECT value FROM json_each(:seqs))
+) AS e
+WHERE tasks.seq = e.seq;
 
 -- name: extend_leases
 -- The heartbeat (see postgres.sql). :leases is a JSON array of [task seq, lease token].

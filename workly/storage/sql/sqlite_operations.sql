@@ -81,11 +81,13 @@ LIMIT :chunk;
 UPDATE tasks
 SET status = 'ready', attempt_base = attempts, budget_at = :now, updated_at = :now,
     url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url),
-    run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open')
-                  THEN :held_until ELSE :now END,
-    held_run_at = CASE WHEN EXISTS (SELECT 1 FROM breakers b WHERE b.key = tasks.breaker AND b.position = 'open')
-                       THEN :now END
-WHERE seq IN (SELECT value FROM json_each(:seqs)) AND status IN ('failed', 'canceled')
+    run_at = CASE WHEN o.open THEN :held_until ELSE :now END,
+    held_run_at = CASE WHEN o.open THEN :now END
+FROM (
+    SELECT t.seq, EXISTS (SELECT 1 FROM breakers b WHERE b.key = t.breaker AND b.position = 'open') AS open
+    FROM tasks t WHERE t.seq IN (SELECT value FROM json_each(:seqs))
+) AS o
+WHERE tasks.seq = o.seq AND status IN ('failed', 'canceled')
 RETURNING seq;
 
 -- name: cancel_tasks
