@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.browser import CHROMIUM, headless_tab
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.servers import TEST_SECRET, TEST_SERVER_ENV, api_client, free_port, workly_process
 
@@ -163,3 +164,29 @@ async def wait_for_status(
         if time.monotonic() >= deadline:
             pytest.fail(f"task {task_id} not {status!r} after {timeout}s: {task}")
         await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's Chromium, for the dashboard tests; in CI its absence fails them (.ci/run
+    installs it)."""
+    pytest.importorskip("playwright.async_api")
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium package")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    return CHROMIUM
+
+
+@pytest.fixture
+async def page(chromium: str) -> AsyncIterator[tuple[Any, list[str]]]:
+    """A headless tab on 127.0.0.1 only (tests/e2e/browser.py), and the dialogs it saw."""
+    async with headless_tab(chromium) as opened:
+        yield opened
+
+
+async def create_endpoint(client: httpx.AsyncClient, url: str, **fields: Any) -> dict[str, Any]:
+    response = await client.post("/v1/endpoints", json={"url": url, **fields})
+    assert response.status_code == 201, response.text
+    endpoint: dict[str, Any] = response.json()
+    return endpoint

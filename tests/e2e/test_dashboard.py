@@ -6,12 +6,6 @@ The browser may only reach 127.0.0.1: every other request is aborted before it l
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import AsyncIterator
-from pathlib import Path
-from urllib.parse import urlsplit
-
 import pytest
 
 from tests.e2e.conftest import (
@@ -26,50 +20,16 @@ from tests.support.servers import TEST_TOKEN
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.async_api")
 
-CHROMIUM = os.environ.get("WORKLY_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-# As on this machine's probe: no sandbox as root, and no background traffic to Google's hosts.
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-]  # fmt: skip
-
 
 @pytest.fixture
 def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
     return dev_server_with_tokens
 
 
-@pytest.fixture
-def chromium() -> str:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium package")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    return CHROMIUM
-
-
-@pytest.fixture
-async def page(chromium: str) -> AsyncIterator[playwright.Page]:
-    async with playwright.async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        context = await browser.new_context()
-        await context.route("**/*", _loopback_only)
-        tab = await context.new_page()
-        tab.set_default_timeout(10_000)
-        try:
-            yield tab
-        finally:
-            await browser.close()
-
-
-async def _loopback_only(route: playwright.Route) -> None:
-    if urlsplit(route.request.url).hostname == "127.0.0.1":
-        await route.continue_()
-    else:
-        await route.abort()
-
-
-async def test_log_in_see_a_delivered_task_and_retry_a_failed_one(e2e: E2E, page: playwright.Page) -> None:
+async def test_log_in_see_a_delivered_task_and_retry_a_failed_one(
+    e2e: E2E, page: tuple[playwright.Page, list[str]]
+) -> None:
+    tab, _ = page
     expect = playwright.expect
     base = e2e.server.base_url
     e2e.receiver.script("/fail", [500])
@@ -79,49 +39,49 @@ async def test_log_in_see_a_delivered_task_and_retry_a_failed_one(e2e: E2E, page
     await wait_for_status(e2e.client, failing["id"], "failed")
 
     # Not logged in: the dashboard sends the browser to its login page; a wrong token is refused.
-    await page.goto(f"{base}/ui")
-    await expect(page).to_have_url(f"{base}/ui/login?next=%2Fui")
-    await page.get_by_label("API token").fill("not-the-token")
-    await page.get_by_role("button", name="Log in").click()
-    await expect(page.get_by_role("alert")).to_contain_text("not one of this server's API tokens")
-    await page.get_by_label("API token").fill(TEST_TOKEN)
-    await page.get_by_role("button", name="Log in").click()
+    await tab.goto(f"{base}/ui")
+    await expect(tab).to_have_url(f"{base}/ui/login?next=%2Fui")
+    await tab.get_by_label("API token").fill("not-the-token")
+    await tab.get_by_role("button", name="Log in").click()
+    await expect(tab.get_by_role("alert")).to_contain_text("not one of this server's API tokens")
+    await tab.get_by_label("API token").fill(TEST_TOKEN)
+    await tab.get_by_role("button", name="Log in").click()
 
     # The queue overview: one delivered, one failed.
-    await expect(page).to_have_url(f"{base}/ui")
-    row = page.locator('tr[data-queue="web"]')
+    await expect(tab).to_have_url(f"{base}/ui")
+    row = tab.locator('tr[data-queue="web"]')
     await expect(row.locator('td[data-status="succeeded"]')).to_have_text("1")
     await expect(row.locator('td[data-status="failed"]')).to_have_text("1")
     await expect(row.locator('td[data-status="delivered"]')).to_have_text("1")
 
     # The task list, filtered to succeeded tasks, leads to the delivered task and its attempt.
-    await page.get_by_role("link", name="Tasks").click()
-    await page.get_by_label("Status").select_option("succeeded")
-    await page.get_by_role("button", name="Show").click()
-    await expect(page.locator("tr[data-task]")).to_have_count(1)
-    await page.get_by_role("link", name=delivered["id"]).click()
-    await expect(page.locator("#status")).to_have_text("succeeded")
-    await expect(page.locator('tr[data-row="1"]')).to_contain_text("204")
+    await tab.get_by_role("link", name="Tasks").click()
+    await tab.get_by_label("Status").select_option("succeeded")
+    await tab.get_by_role("button", name="Show").click()
+    await expect(tab.locator("tr[data-task]")).to_have_count(1)
+    await tab.get_by_role("link", name=delivered["id"]).click()
+    await expect(tab.locator("#status")).to_have_text("succeeded")
+    await expect(tab.locator('tr[data-row="1"]')).to_contain_text("204")
 
     # The failed task: its attempt shows the receiver's answer; Retry re-enqueues it.
-    await page.goto(f"{base}/ui/tasks?status=failed")
-    await page.get_by_role("link", name=failing["id"]).click()
-    await expect(page.locator('tr[data-row="1"]')).to_contain_text("500")
-    await expect(page.locator('tr[data-row="1"] pre')).to_have_text("status 500")
-    await page.get_by_role("button", name="Retry").click()
-    await expect(page.get_by_role("status")).to_have_text("Re-enqueued: the task is due now.")
+    await tab.goto(f"{base}/ui/tasks?status=failed")
+    await tab.get_by_role("link", name=failing["id"]).click()
+    await expect(tab.locator('tr[data-row="1"]')).to_contain_text("500")
+    await expect(tab.locator('tr[data-row="1"] pre')).to_have_text("status 500")
+    await tab.get_by_role("button", name="Retry").click()
+    await expect(tab.get_by_role("status")).to_have_text("Re-enqueued: the task is due now.")
     await e2e.receiver.wait_for("/fail", 2)  # delivered again; the receiver answers 204 now
     await wait_for_status(e2e.client, failing["id"], "succeeded")
-    await page.reload()
-    await expect(page.locator("#status")).to_have_text("succeeded")
-    await expect(page.locator('tr[data-row="2"]')).to_contain_text("204")
+    await tab.reload()
+    await expect(tab.locator("#status")).to_have_text("succeeded")
+    await expect(tab.locator('tr[data-row="2"]')).to_contain_text("204")
 
     # Pause from the overview reaches the API; log out ends the session.
-    await page.get_by_role("link", name="Queues").click()
-    await page.locator('tr[data-queue="web"]').get_by_role("button", name="Pause").click()
-    await expect(page.locator('tr[data-queue="web"] td.state-paused')).to_have_text("paused")
+    await tab.get_by_role("link", name="Queues").click()
+    await tab.locator('tr[data-queue="web"]').get_by_role("button", name="Pause").click()
+    await expect(tab.locator('tr[data-queue="web"] td.state-paused')).to_have_text("paused")
     assert (await e2e.client.get("/v1/queues/web")).json()["paused"] is True
-    await page.get_by_role("button", name="Log out").click()
-    await page.goto(f"{base}/ui/tasks")
-    await expect(page).to_have_url(f"{base}/ui/login?next=%2Fui%2Ftasks")
+    await tab.get_by_role("button", name="Log out").click()
+    await tab.goto(f"{base}/ui/tasks")
+    await expect(tab).to_have_url(f"{base}/ui/login?next=%2Fui%2Ftasks")
     assert (await get_task(e2e.client, failing["id"]))["attempts"] == 2  # numbered on across the retry

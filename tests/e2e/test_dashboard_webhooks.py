@@ -9,17 +9,13 @@ The browser may only reach 127.0.0.1: every other request is aborted before it l
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import E2E, WorklyServer, wait_for_status
-from tests.e2e.test_dashboard import CHROMIUM, CHROMIUM_ARGS, _loopback_only
+from tests.e2e.conftest import E2E, WorklyServer, create_endpoint, wait_for_status
 from tests.support.servers import TEST_TOKEN
 
 pytestmark = pytest.mark.e2e
@@ -31,44 +27,6 @@ SCRIPT = "<script>alert('endpoint')</script>"
 @pytest.fixture
 def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
     return dev_server_with_tokens
-
-
-@pytest.fixture
-def chromium() -> str:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium package")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    return CHROMIUM
-
-
-@pytest.fixture
-async def page(chromium: str) -> AsyncIterator[tuple[playwright.Page, list[str]]]:
-    """A tab, and the messages of every dialog a page opened (a script that ran would)."""
-    dialogs: list[str] = []
-
-    async def dismiss(dialog: playwright.Dialog) -> None:
-        dialogs.append(dialog.message)
-        await dialog.dismiss()
-
-    async with playwright.async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        context = await browser.new_context()
-        await context.route("**/*", _loopback_only)
-        tab = await context.new_page()
-        tab.set_default_timeout(10_000)
-        tab.on("dialog", dismiss)
-        try:
-            yield tab, dialogs
-        finally:
-            await browser.close()
-
-
-async def create_endpoint(client: httpx.AsyncClient, url: str, **fields: Any) -> dict[str, Any]:
-    response = await client.post("/v1/endpoints", json={"url": url, **fields})
-    assert response.status_code == 201, response.text
-    endpoint: dict[str, Any] = response.json()
-    return endpoint
 
 
 async def endpoint_state(client: httpx.AsyncClient, endpoint_id: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import dev_args, drop_workly_env, serve_args
+from tests.e2e.conftest import create_endpoint, dev_args, drop_workly_env, serve_args
 from tests.support.receiver import Receiver, _verify, running_receiver
 from tests.support.servers import AUTH, TEST_SECRET, TEST_SERVER_ENV, free_port, wait_ready, workly_subprocess
 
@@ -46,13 +46,6 @@ def server_command(
         args = dev_args(tmp_path / "workly.db", port)
     drop_workly_env(monkeypatch)
     return args, env, port
-
-
-async def create_endpoint(client: httpx.AsyncClient, url: str, **fields: Any) -> dict[str, Any]:
-    response = await client.post("/v1/endpoints", json={"url": url, **fields})
-    assert response.status_code == 201, response.text
-    endpoint: dict[str, Any] = response.json()
-    return endpoint
 
 
 async def secret(client: httpx.AsyncClient, endpoint_id: str) -> str:
