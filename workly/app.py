@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from workly import __version__, logs
-from workly.api import endpoints, events, health, operations, queues, reference, tasks
+from workly.api import endpoints, events, health, operations, queues, reference, schedules, tasks
 from workly.api.fast_enqueue import FastEnqueue
 from workly.config import Settings
 from workly.errors import ConfigError
@@ -57,6 +57,7 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     app.include_router(endpoints.router)
     app.include_router(events.router)
     app.include_router(operations.router)
+    app.include_router(schedules.router)
     app.include_router(health.router)
     app.include_router(health.metrics_router)
     app.include_router(reference.router)

@@ -1,5 +1,5 @@
 """The ``workly`` command: dev, serve, migrate, secret; and the client commands (workly/client:
-tasks and queues in commands.py, endpoints and events in webhooks.py)."""
+tasks and queues in commands.py, endpoints and events in webhooks.py, schedules in schedules.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import typer
 
 from workly import logs
 from workly.client import commands as client_commands
+from workly.client import schedules as schedule_commands
 from workly.client import webhooks as webhook_commands
 from workly.database_url import redacted
 from workly.errors import ConfigError
@@ -31,6 +32,7 @@ APP_FACTORY = "workly.app:app_from_env"
 DEV_OUTBOUND_ALLOW = " ".join(map(str, LOOPBACK))  # workly dev delivers to local receivers
 client_commands.register(app)
 webhook_commands.register(app)
+schedule_commands.register(app)
 
 
 def _fail(reason: str) -> NoReturn:

@@ -7,7 +7,8 @@ WorklyError
 │   ├── QueueNotFound
 │   ├── EndpointNotFound
 │   ├── EventNotFound
-│   └── OperationNotFound
+│   ├── OperationNotFound
+│   └── ScheduleNotFound
 ├── ConflictError          the request does not fit the current state → 409
 │   ├── TaskStateConflict
 │   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
@@ -15,6 +16,7 @@ WorklyError
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 │   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
 ├── InvalidOperation       a bulk operation that names no filter      → 422
+├── InvalidSchedule        a schedule whose fields contradict each other → 422
 ├── TooLarge               an input over a configured size limit       → 413
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
@@ -69,6 +71,12 @@ class OperationNotFound(NotFoundError):
         self.operation_id = operation_id
 
 
+class ScheduleNotFound(NotFoundError):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} does not exist")
+        self.schedule_id = schedule_id
+
+
 class ConflictError(WorklyError):
     """The operation is not allowed in the resource's current state."""
 
@@ -100,6 +108,11 @@ class InvalidEndpoint(InvalidQueueConfig):
 
 class InvalidOperation(WorklyError):
     """A bulk operation that cannot be run as asked (no filter, an unknown action)."""
+
+
+class InvalidSchedule(WorklyError):
+    """A schedule that cannot be stored as asked (a queue for an event, a cron or time zone
+    a change makes invalid)."""
 
 
 class TooLarge(WorklyError):

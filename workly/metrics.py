@@ -102,6 +102,17 @@ class Metrics:
             "workly_operation_tasks", "Tasks bulk operations went through, by action and result",
             ["action", "result"], registry=r,
         )  # fmt: skip
+        self.schedule_firings = Counter(
+            "workly_schedule_firings",
+            "Schedule firings by outcome: created (a task or event made), duplicate (made before), "
+            "skipped (a missed time, catch_up none)",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.schedule_lateness = Histogram(
+            "workly_schedule_lateness_seconds",
+            "Time from a schedule's fire time to its task or event being made",
+            buckets=_SECONDS, registry=r,
+        )  # fmt: skip
 
     def set_endpoint_states(self, counts: Mapping[str, int]) -> None:
         for state in ENDPOINT_STATES:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from workly.media import header_value, is_json_type
-from workly.models import Attempt, Task
+from workly.models import Attempt, NewTask, Task
 
 
 def time_text(value: datetime) -> str:
@@ -17,13 +17,13 @@ def time_text(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
 
-def _body_view(task: Task) -> Any:
+def body_view(headers: dict[str, str], body: bytes) -> Any:
     """The body as JSON when it is JSON, as text when it is UTF-8, else null (see body_base64)."""
-    if not task.body:
+    if not body:
         return None
-    content_type = header_value(task.headers, "content-type")
+    content_type = header_value(headers, "content-type")
     try:
-        text = task.body.decode()
+        text = body.decode()
     except UnicodeDecodeError:
         return None
     if content_type is not None and is_json_type(content_type):
@@ -46,25 +46,34 @@ def task_json(task: Task) -> dict[str, Any]:
         "updated_at": time_text(task.updated_at),
         "last_status_code": task.last_status_code,
         "last_error": task.last_error,
+        **request_json(task),
+        "idempotency_key": task.idempotency_key,
+        "event_id": task.event_id,
+        "endpoint_id": task.endpoint_id,
+        "stop_on": list(task.stop_on),
+        "callback_of": task.callback_of,
+    }
+
+
+def request_json(task: Task | NewTask) -> dict[str, Any]:
+    """What a task sends and how it retries: the fields a stored task and a schedule's task
+    template share (their ``stop_on`` and ``max_attempts`` differ: a stored task shows the
+    ones in effect, a template its own or null)."""
+    return {
         "url": task.url,
         "method": task.method,
         "headers": task.headers,
-        "body": _body_view(task),
+        "body": body_view(task.headers, task.body),
         "body_base64": base64.b64encode(task.body).decode() if task.body else None,
         "priority": task.priority,
         "key": task.key,
         "tenant": task.tenant,
-        "idempotency_key": task.idempotency_key,
         "timeout": task.timeout,
-        "event_id": task.event_id,
-        "endpoint_id": task.endpoint_id,
-        "stop_on": list(task.stop_on),
         "deadline": task.deadline,
         "min_backoff": task.min_backoff,
         "max_backoff": task.max_backoff,
         "callback_url": task.callback_url,
         "failure_callback_url": task.failure_callback_url,
-        "callback_of": task.callback_of,
     }
 
 

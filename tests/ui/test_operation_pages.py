@@ -12,7 +12,6 @@ tests/e2e/test_dashboard_operations.py presses the button in a real headless Chr
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,15 +19,22 @@ import httpx
 import pytest
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, in_process
-from workly.config import Settings
+from tests.support.servers import AUTH
+from tests.ui.helpers import (
+    CROSS_SITE,
+    ESCAPED,
+    FOREIGN_ORIGINS,
+    HOOK,
+    SCRIPT,
+    assert_refused_as_foreign,
+    log_in,
+    origin,
+    row,
+)
 from workly.service import Service
 from workly.storage.base import Storage
 from workly.ui import operation_pages
 
-HOOK = "http://127.0.0.1:9/hook"
-SCRIPT = "<script>alert(1)</script>"
-ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 BUTTON = ">Retry all failed</button>"
 DASH = "\N{EN DASH}"  # as the pages write a range
 
@@ -45,7 +51,7 @@ class Dashboard:
         return self.service._storage()
 
     def origin(self) -> dict[str, str]:
-        return {"origin": str(self.http.base_url).rstrip("/")}
+        return origin(self.http)
 
     async def enqueue(self, queue: str = "q", **fields: Any) -> str:
         response = await self.http.post(
@@ -98,16 +104,11 @@ class Dashboard:
 
 
 @pytest.fixture
-async def ui(database_url: str) -> AsyncIterator[Dashboard]:
+async def ui(app: tuple[Service, httpx.AsyncClient]) -> Dashboard:
     """The app with an API token required and no dispatcher; a browser-like client, logged in."""
-    settings = Settings(
-        database_url=database_url, signing_secret=TEST_SECRET, dispatch=False, api_tokens=TEST_TOKEN
-    )
-    async with in_process(settings) as (service, client):
-        dashboard = Dashboard(service, client)
-        response = await client.post("/ui/login", data={"token": TEST_TOKEN}, headers=dashboard.origin())
-        assert response.status_code == 303
-        yield dashboard
+    service, client = app
+    await log_in(client)
+    return Dashboard(service, client)
 
 
 def text_of(page: str, element_id: str) -> str:
@@ -115,12 +116,6 @@ def text_of(page: str, element_id: str) -> str:
     found = re.search(rf'<(\w+)[^>]* id="{element_id}"[^>]*>(.*?)</\1>', page, re.S)
     assert found is not None, f"no element #{element_id}"
     return " ".join(re.sub(r"<[^>]+>", "", found.group(2)).split())
-
-
-def row(page: str, attribute: str, value: str) -> str:
-    found = re.search(rf'<tr {attribute}="{re.escape(value)}".*?</tr>', page, re.S)
-    assert found is not None, f"no row {attribute}={value}"
-    return found.group(0)
 
 
 def refreshes(page: str) -> bool:
@@ -232,16 +227,7 @@ async def test_retry_all_failed_of_what_does_not_exist_is_a_404_page(ui: Dashboa
     assert await ui.operations() == []
 
 
-@pytest.mark.parametrize(
-    "headers",
-    [
-        {},
-        {"origin": "http://evil.example"},
-        {"origin": "null"},
-        {"origin": "http://127.0.0.1:1"},
-        {"origin": "http://127.0.0.1:7337", "sec-fetch-site": "cross-site"},
-    ],
-)
+@pytest.mark.parametrize("headers", [*FOREIGN_ORIGINS, CROSS_SITE])
 async def test_the_buttons_refuse_posts_from_other_origins_and_start_nothing(
     ui: Dashboard, headers: dict[str, str]
 ) -> None:
@@ -250,10 +236,7 @@ async def test_the_buttons_refuse_posts_from_other_origins_and_start_nothing(
     await ui.publish()
     assert await ui.fail_every_ready_task() == 2
     for path in ("/ui/queues/q/retry-failed", f"/ui/endpoints/{endpoint_id}/retry-failed"):
-        response = await ui.http.post(path, headers=headers)
-        assert response.status_code == 403, path  # the API's cross-site guard, or the dashboard's own
-        if not headers:  # no Origin at all: only the dashboard insists on one
-            assert "not sent from one of this server" in response.text
+        assert_refused_as_foreign(await ui.http.post(path, headers=headers), headers, path)
     assert await ui.operations() == []
 
 

@@ -11,33 +11,19 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, in_process
+from tests.support.servers import AUTH, TEST_TOKEN
+from tests.ui.helpers import (
+    ESCAPED,
+    FOREIGN_ORIGINS,
+    HOOK,
+    SCRIPT,
+    UNPARSABLE_ORIGIN,
+    assert_refused_as_foreign,
+    log_in,
+    origin,
+)
 from workly.api.reference import SWAGGER_UI
-from workly.config import Settings
 from workly.ui.access import safe_next
-
-HOOK = "http://127.0.0.1:9/hook"
-
-
-@pytest.fixture
-async def http(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with an API token required, and a client that sends no token by itself."""
-    settings = Settings(
-        database_url=database_url, signing_secret=TEST_SECRET, dispatch=False, api_tokens=TEST_TOKEN
-    )
-    async with in_process(settings) as (_, client):
-        yield client
-
-
-def origin(http: httpx.AsyncClient) -> dict[str, str]:
-    return {"origin": str(http.base_url).rstrip("/")}
-
-
-async def log_in(http: httpx.AsyncClient) -> None:
-    response = await http.post(
-        "/ui/login", data={"token": TEST_TOKEN, "next": "/ui/tasks"}, headers=origin(http)
-    )
-    assert (response.status_code, response.headers["location"]) == (303, "/ui/tasks")
 
 
 async def enqueue(http: httpx.AsyncClient, **fields: object) -> str:
@@ -102,26 +88,14 @@ async def test_a_bearer_token_also_opens_the_pages(http: httpx.AsyncClient) -> N
     assert response.headers["x-frame-options"] == "DENY"
 
 
-@pytest.mark.parametrize(
-    "headers",
-    [
-        {},
-        {"origin": "http://evil.example"},
-        {"origin": "null"},
-        {"origin": "http://127.0.0.1:1"},
-        {"origin": "http://[::1"},
-    ],
-)
+@pytest.mark.parametrize("headers", [*FOREIGN_ORIGINS, UNPARSABLE_ORIGIN])
 async def test_buttons_refuse_posts_from_other_origins_and_change_nothing(
     http: httpx.AsyncClient, headers: dict[str, str]
 ) -> None:
     task_id = await enqueue(http)
-    await log_in(http)
+    await log_in(http, then="/ui/tasks")
     for path in (f"/ui/tasks/{task_id}/cancel", "/ui/queues/q/pause"):
-        response = await http.post(path, headers=headers)
-        assert response.status_code == 403, path  # the API's cross-site guard, or the dashboard's own
-        if not headers:  # no Origin at all: only the dashboard insists on one
-            assert "not sent from one of this server" in response.text
+        assert_refused_as_foreign(await http.post(path, headers=headers), headers, path)
     assert (await http.get(f"/v1/tasks/{task_id}", headers=AUTH)).json()["status"] == "ready"
     assert (await http.get("/v1/queues/q", headers=AUTH)).json()["paused"] is False
     refused = await http.post("/ui/login", data={"token": TEST_TOKEN}, headers=headers)
@@ -130,7 +104,7 @@ async def test_buttons_refuse_posts_from_other_origins_and_change_nothing(
 
 async def test_buttons_change_state_and_come_back_with_a_notice(http: httpx.AsyncClient) -> None:
     task_id = await enqueue(http)
-    await log_in(http)
+    await log_in(http, then="/ui/tasks")
     canceled = await http.post(f"/ui/tasks/{task_id}/cancel", headers=origin(http))
     assert (canceled.status_code, canceled.headers["location"]) == (303, f"/ui/tasks/{task_id}?done=canceled")
     page = await http.get(canceled.headers["location"])
@@ -149,10 +123,9 @@ async def test_buttons_change_state_and_come_back_with_a_notice(http: httpx.Asyn
 
 
 async def test_pages_escape_what_tasks_hold(http: httpx.AsyncClient) -> None:
-    script = "<script>alert(1)</script>"
-    task_id = await enqueue(http, url=f"{HOOK}?q=%3Cx%3E", headers={"X-Note": script}, body={"html": script})
+    task_id = await enqueue(http, url=f"{HOOK}?q=%3Cx%3E", headers={"X-Note": SCRIPT}, body={"html": SCRIPT})
     page = (await http.get(f"/ui/tasks/{task_id}", headers=AUTH)).text
-    assert script not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert SCRIPT not in page and ESCAPED in page
     listing = (await http.get("/ui/tasks", headers=AUTH)).text
     assert task_id in listing
 

@@ -16,32 +16,20 @@ import pytest
 
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, in_process
+from tests.ui.helpers import (
+    CROSS_SITE,
+    ESCAPED,
+    FOREIGN_ORIGINS,
+    HOOK,
+    SCRIPT,
+    UNPARSABLE_ORIGIN,
+    assert_refused_as_foreign,
+    log_in,
+    origin,
+    row,
+)
 from workly.config import Settings
 from workly.ui import webhook_pages
-
-HOOK = "http://127.0.0.1:9/hook"
-SCRIPT = "<script>alert(1)</script>"
-ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
-
-
-@pytest.fixture
-async def http(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with an API token required (no dispatcher), and a client that sends no token
-    by itself."""
-    settings = Settings(
-        database_url=database_url, signing_secret=TEST_SECRET, dispatch=False, api_tokens=TEST_TOKEN
-    )
-    async with in_process(settings) as (_, client):
-        yield client
-
-
-def origin(http: httpx.AsyncClient) -> dict[str, str]:
-    return {"origin": str(http.base_url).rstrip("/")}
-
-
-async def log_in(http: httpx.AsyncClient) -> None:
-    response = await http.post("/ui/login", data={"token": TEST_TOKEN}, headers=origin(http))
-    assert response.status_code == 303
 
 
 async def create_endpoint(http: httpx.AsyncClient, url: str = HOOK, **fields: Any) -> dict[str, Any]:
@@ -68,13 +56,6 @@ async def api_endpoint(http: httpx.AsyncClient, endpoint_id: str) -> dict[str, A
     assert response.status_code == 200, response.text
     endpoint: dict[str, Any] = response.json()
     return endpoint
-
-
-def row(page: str, attribute: str, value: str) -> str:
-    """The table row of ``page`` whose ``attribute`` is ``value``."""
-    found = re.search(rf'<tr {attribute}="{re.escape(value)}".*?</tr>', page, re.S)
-    assert found is not None, f"no row {attribute}={value}"
-    return found.group(0)
 
 
 def badge(html: str) -> str:
@@ -163,17 +144,7 @@ async def test_disable_then_enable_from_the_list_and_from_the_endpoint_page(http
     assert again.status_code == 303 and (await api_endpoint(http, endpoint["id"]))["enabled"] is True
 
 
-@pytest.mark.parametrize(
-    "headers",
-    [
-        {},
-        {"origin": "http://evil.example"},
-        {"origin": "null"},
-        {"origin": "http://127.0.0.1:1"},
-        {"origin": "http://[::1"},
-        {"origin": "http://127.0.0.1:7337", "sec-fetch-site": "cross-site"},
-    ],
-)
+@pytest.mark.parametrize("headers", [*FOREIGN_ORIGINS, UNPARSABLE_ORIGIN, CROSS_SITE])
 async def test_the_buttons_refuse_posts_from_other_origins_and_change_nothing(
     http: httpx.AsyncClient, headers: dict[str, str]
 ) -> None:
@@ -182,10 +153,7 @@ async def test_the_buttons_refuse_posts_from_other_origins_and_change_nothing(
     await http.post(f"/v1/endpoints/{stopped['id']}/disable", headers=AUTH)
     await log_in(http)
     for path in (f"/ui/endpoints/{endpoint['id']}/disable", f"/ui/endpoints/{stopped['id']}/enable?to=list"):
-        response = await http.post(path, headers=headers)
-        assert response.status_code == 403, path  # the API's cross-site guard, or the dashboard's own
-        if not headers:  # no Origin at all: only the dashboard insists on one
-            assert "not sent from one of this server" in response.text
+        assert_refused_as_foreign(await http.post(path, headers=headers), headers, path)
     assert (await api_endpoint(http, endpoint["id"]))["enabled"] is True
     assert (await api_endpoint(http, stopped["id"]))["enabled"] is False
 

@@ -129,6 +129,29 @@ class ApiClient:
     def operation(self, operation_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/operations/{_id(operation_id, 'an operation id (op_…)')}")
 
+    # Schedules (cron that enqueues a task or publishes an event).
+
+    def schedules(self, limit: int, cursor: str | None) -> dict[str, Any]:
+        params = {"limit": limit, "cursor": cursor}
+        return self._call("GET", "/v1/schedules", params={k: v for k, v in params.items() if v is not None})
+
+    def schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/schedules/{_schedule(schedule_id)}")
+
+    def create_schedule(self, schedule: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/schedules", json=schedule)
+
+    def set_schedule_paused(self, schedule_id: str, paused: bool) -> dict[str, Any]:
+        action = "pause" if paused else "resume"
+        return self._call("POST", f"/v1/schedules/{_schedule(schedule_id)}/{action}")
+
+    def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """The schedule after firing once now: its last_task_id or last_event_id is what it made."""
+        return self._call("POST", f"/v1/schedules/{_schedule(schedule_id)}/trigger")
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._call("DELETE", f"/v1/schedules/{_schedule(schedule_id)}", empty=True)
+
     def _call(self, method: str, path: str, *, empty: bool = False, **kwargs: Any) -> dict[str, Any]:
         """The JSON object the server answered; ``empty``: a success without a body is {}."""
         response = self._request(method, path, **kwargs)
@@ -168,6 +191,10 @@ def _task(task_id: str) -> str:
 
 def _endpoint(endpoint_id: str) -> str:
     return _id(endpoint_id, "an endpoint id (ep_…)")
+
+
+def _schedule(schedule_id: str) -> str:
+    return _id(schedule_id, "a schedule id (sch_…)")
 
 
 def _id(value: str, what: str) -> str:

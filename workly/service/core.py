@@ -1,7 +1,7 @@
 """The application core: one object, built from Settings, that every adapter calls.
 
-``Service`` owns the storage, the enqueuer, the dispatcher, the housekeeper and the
-metrics, and their lifecycle (``start``, ``stop``; or ``async with service.running()``).
+``Service`` owns the storage, the enqueuer, the dispatcher, the scheduler, the housekeeper
+and the metrics, and their lifecycle (``start``, ``stop``; or ``async with service.running()``).
 Each use case is one method: enqueue, the task and queue changes, the reads. The API, the
 fast enqueue path, the dashboard and the CLI only parse, authorise, call one of these and
 render; none of them touches the storage.
@@ -43,6 +43,8 @@ from workly.service.enqueuer import Enqueuer
 from workly.service.failures import FailureUseCases
 from workly.service.housekeeping import Housekeeper
 from workly.service.operations import OperationRunner
+from workly.service.scheduler import Scheduler
+from workly.service.schedules import ScheduleUseCases
 from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
 from workly.signing import Signer
 from workly.storage.base import Storage
@@ -93,9 +95,10 @@ class _Parts:
     announcer: CoalescedCall
     callbacks: CallbackSender
     operations: OperationRunner
+    scheduler: Scheduler
 
 
-class Service(WebhookUseCases, FailureUseCases):
+class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
     def __init__(
         self,
         settings: Settings,
@@ -142,6 +145,7 @@ class Service(WebhookUseCases, FailureUseCases):
                 await parts.housekeeper.start()
                 parts.callbacks.start()
                 parts.operations.start()
+                parts.scheduler.start()
         except BaseException:
             self._parts = None
             await client.close()
@@ -174,6 +178,9 @@ class Service(WebhookUseCases, FailureUseCases):
             announcer=CoalescedCall(storage.announce_work, _log_announce_error),
             callbacks=CallbackSender(storage, enqueuer.enqueue, metrics=metrics),
             operations=OperationRunner(storage, clock, self.work_available, metrics=metrics),
+            scheduler=Scheduler(
+                storage, clock, self.work_available, poll_interval=settings.poll_interval, metrics=metrics
+            ),
         )
 
     async def stop(self) -> None:
@@ -186,6 +193,7 @@ class Service(WebhookUseCases, FailureUseCases):
             # The parts stay reachable until all is drained: a commit that lands meanwhile
             # still ends in work_available, and its caller gets its answer.
             await parts.housekeeper.stop()
+            await parts.scheduler.stop()  # after the firing in flight
             await parts.operations.stop()  # after its chunk in flight; the rest resumes later
             await parts.callbacks.stop()  # what is still due stays marked for the next sweep
             await parts.enqueuer.drain()
@@ -224,6 +232,12 @@ class Service(WebhookUseCases, FailureUseCases):
         if parts is not None and self.settings.dispatch:
             parts.operations.wake()
 
+    def _scheduler_wake(self) -> None:
+        """A schedule was created or changed: this process's scheduler looks now."""
+        parts = self._parts
+        if parts is not None and self.settings.dispatch:
+            parts.scheduler.wake()
+
     def _callbacks_wake(self) -> None:
         parts = self._parts
         if parts is not None:
@@ -255,6 +269,11 @@ class Service(WebhookUseCases, FailureUseCases):
     def dispatcher(self) -> Dispatcher:
         """For tests that look beneath the service; adapters never use it."""
         return self._started().dispatcher
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """For tests that look beneath the service; adapters never use it."""
+        return self._started().scheduler
 
     # --- tasks ----------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask]) -> list[Enqueued]:

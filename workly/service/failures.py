@@ -8,22 +8,13 @@ reading, bulk retries and cancels.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from workly.errors import InvalidOperation, OperationNotFound
 from workly.ids import new_id
 from workly.operations import ACTIONS, Action, Operation, TaskFilter
-from workly.storage.base import Storage
+from workly.service.part import ServicePart
 
 
-class FailureUseCases:
-    # Provided by Service.
-    def _storage(self) -> Storage:
-        raise NotImplementedError
-
-    def now(self) -> datetime:
-        raise NotImplementedError
-
+class FailureUseCases(ServicePart):
     def _operations_wake(self) -> None:
         raise NotImplementedError
 

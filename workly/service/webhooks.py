@@ -25,8 +25,8 @@ from workly.errors import (
 )
 from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, QueueConfig, RecordSummary, Task, TaskStatus, check_queue_config
+from workly.service.part import ServicePart
 from workly.signing import generate_secret
-from workly.storage.base import Storage
 from workly.webhooks import (
     Endpoint,
     EndpointSpec,
@@ -50,19 +50,8 @@ def check_not_endpoint_queue(queue: str) -> None:
         raise QueueOfEndpoint(queue)
 
 
-class WebhookUseCases:
-    # Provided by Service.
-    settings: Any
+class WebhookUseCases(ServicePart):
     _own_events: set[asyncio.Task[None]]
-
-    def _storage(self) -> Storage:
-        raise NotImplementedError
-
-    def now(self) -> datetime:
-        raise NotImplementedError
-
-    def work_available(self) -> None:
-        raise NotImplementedError
 
     def _callbacks_wake(self) -> None:
         raise NotImplementedError

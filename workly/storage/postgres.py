@@ -33,6 +33,7 @@ from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
 from workly.storage.postgres_operations import PostgresOperations
+from workly.storage.postgres_schedules import PostgresSchedules
 from workly.storage.postgres_statements import DECODERS as _DECODERS
 from workly.storage.postgres_statements import Connection
 from workly.storage.postgres_statements import execute as _execute
@@ -61,7 +62,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 @raises_workly_errors(interpret_postgres_error)
-class PostgresStorage(PostgresWebhooks, PostgresOperations):
+class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
     dialect = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
@@ -127,28 +128,32 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations):
 
     # --- tasks -------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        q = self._q
         async with self._pool.acquire() as conn:
-            created = await _fetch(conn, q.enqueue_tasks, now=now, **_task_columns(tasks))
-            # Tasks of a queue another transaction created meanwhile: read as stored.
-            for index, row in enumerate(created):
-                if row["max_attempts"] is None:
-                    reread = await _fetchrow(conn, q.get_task, id=row["id"])
-                    assert reread is not None, "inserted in this statement"
-                    created[index] = reread
-            existing = []
-            if len(created) < len(tasks):
-                # Stored by an earlier try of this same request (committed, not answered).
-                inserted = {row["id"] for row in created}
-                skipped = [t.id for t in tasks if t.id not in inserted]
-                created.extend(await _fetch(conn, q.get_tasks_by_ids, ids=skipped))
-                keys = idempotency_keys(tasks)
-                existing = await _fetch(
-                    conn,
-                    q.get_tasks_by_idempotency_keys,
-                    queues=[queue for queue, _ in keys],
-                    keys=[key for _, key in keys],
-                )
+            return await self._enqueue_on(conn, tasks, now)
+
+    async def _enqueue_on(self, conn: Connection, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        """enqueue's statements on ``conn`` (in the caller's transaction, if it has one)."""
+        q = self._q
+        created = await _fetch(conn, q.enqueue_tasks, now=now, **_task_columns(tasks))
+        # Tasks of a queue another transaction created meanwhile: read as stored.
+        for index, row in enumerate(created):
+            if row["max_attempts"] is None:
+                reread = await _fetchrow(conn, q.get_task, id=row["id"])
+                assert reread is not None, "inserted in this statement"
+                created[index] = reread
+        existing = []
+        if len(created) < len(tasks):
+            # Stored by an earlier try of this same request (committed, not answered).
+            inserted = {row["id"] for row in created}
+            skipped = [t.id for t in tasks if t.id not in inserted]
+            created.extend(await _fetch(conn, q.get_tasks_by_ids, ids=skipped))
+            keys = idempotency_keys(tasks)
+            existing = await _fetch(
+                conn,
+                q.get_tasks_by_idempotency_keys,
+                queues=[queue for queue, _ in keys],
+                keys=[key for _, key in keys],
+            )
         return enqueue_results(
             tasks,
             {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},

@@ -134,40 +134,45 @@ class PostgresWebhooks:
     async def publish(
         self, event: NewEvent, now: datetime, new_task_id: Callable[[], str], only_if_delivered: bool = False
     ) -> Published | None:
-        q = self._q
         async with self._pool.acquire() as conn:
-            targets = [
-                row
-                for row in await (
-                    fetch(conn, q.publish_targets_untenanted)
-                    if event.tenant is None
-                    else fetch(conn, q.publish_targets, tenant=event.tenant)
-                )
-                if matches(_types(row["event_types"]), event.type)
-            ]
-            if only_if_delivered and not targets:
-                return None
-            task_ids = [new_task_id() for _ in targets]
-            headers = [
-                json.dumps(
-                    webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type)
-                )
-                for row in targets
-            ]
-            stored = await fetchrow(
-                conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at),
-                held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
-                urls=[row["url"] for row in targets], headers=headers,
-            )  # fmt: skip
-            if stored["created"]:  # as stored: no need to read it back
-                deliveries = [(row["id"], task_id) for row, task_id in zip(targets, task_ids, strict=True)]
-                return Published(webhook_rows.new_event(event, now, deliveries), created=True)
-            original = await fetchrow(
-                conn, q.get_event_by_idempotency_key, tenant=event.tenant, key=event.idempotency_key
+            return await self._publish_on(conn, event, now, new_task_id, only_if_delivered)
+
+    async def _publish_on(
+        self, conn: Connection, event: NewEvent, now: datetime, new_task_id: Callable[[], str],
+        only_if_delivered: bool = False,
+    ) -> Published | None:  # fmt: skip
+        """publish's statements on ``conn`` (in the caller's transaction, if it has one)."""
+        q = self._q
+        targets = [
+            row
+            for row in await (
+                fetch(conn, q.publish_targets_untenanted)
+                if event.tenant is None
+                else fetch(conn, q.publish_targets, tenant=event.tenant)
             )
-            if original is None:  # the id was taken: an earlier try of this same request
-                original = await fetchrow(conn, q.get_event, id=event.id)
-            return Published((await self._read_events(conn, [original]))[0], created=False)
+            if matches(_types(row["event_types"]), event.type)
+        ]
+        if only_if_delivered and not targets:
+            return None
+        task_ids = [new_task_id() for _ in targets]
+        headers = [
+            json.dumps(webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type))
+            for row in targets
+        ]
+        stored = await fetchrow(
+            conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at),
+            held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
+            urls=[row["url"] for row in targets], headers=headers,
+        )  # fmt: skip
+        if stored["created"]:  # as stored: no need to read it back
+            deliveries = [(row["id"], task_id) for row, task_id in zip(targets, task_ids, strict=True)]
+            return Published(webhook_rows.new_event(event, now, deliveries), created=True)
+        original = await fetchrow(
+            conn, q.get_event_by_idempotency_key, tenant=event.tenant, key=event.idempotency_key
+        )
+        if original is None:  # the id was taken: an earlier try of this same request
+            original = await fetchrow(conn, q.get_event, id=event.id)
+        return Published((await self._read_events(conn, [original]))[0], created=False)
 
     async def prune_events(self, before: datetime, limit: int = 1000) -> int:
         return len(await fetch(self._pool, self._q.prune_events, cutoff=before, limit=limit))

@@ -1,5 +1,6 @@
 """Named SQL blocks, per dialect (``sql/<dialect>.sql``, ``sql/<dialect>_webhooks.sql`` for
-the webhook platform, ``sql/<dialect>_operations.sql`` for bulk operations and callbacks),
+the webhook platform, ``sql/<dialect>_operations.sql`` for bulk operations and callbacks,
+``sql/<dialect>_schedules.sql`` for schedules),
 loaded once, looked up by typed names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
@@ -141,6 +142,16 @@ class CommonQueries:
     advance_operation: Query
     due_callbacks: Query
     clear_callbacks: Query
+    # Schedules (sql/<dialect>_schedules.sql).
+    insert_schedule: Query
+    get_schedule: Query
+    list_schedules: Query
+    lock_schedule: Query
+    lock_due_schedules: Query
+    update_schedule: Query
+    advance_schedule: Query
+    delete_schedule: Query
+    next_schedule_at: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +200,7 @@ class SqliteQueries(CommonQueries):
 
 Q = TypeVar("Q", bound=CommonQueries)
 # Each dialect's queries come in files by concern: sql/<dialect><part>.sql.
-_PARTS = ("", "_webhooks", "_operations")
+_PARTS = ("", "_webhooks", "_operations", "_schedules")
 
 
 def parse_blocks(text: str) -> dict[str, str]:

@@ -32,7 +32,9 @@ from workly.models import (
 from workly.storage import breakers, rows, sqlite_claim
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import Query, sqlite_queries
+from workly.storage.sqlite_enqueue import enqueue_on
 from workly.storage.sqlite_operations import SqliteOperations
+from workly.storage.sqlite_schedules import SqliteSchedules
 from workly.storage.sqlite_statements import (
     DECODERS,
     execute,
@@ -45,7 +47,7 @@ from workly.storage.sqlite_statements import (
 )
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 from workly.storage.sqlite_webhooks import HELD_US, SqliteWebhooks, apply_breakers
-from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
+from workly.storage.tasks import check_transition
 
 Db = sqlite3.Connection
 _MIN_SQLITE = (3, 38, 0)  # ->> operator, RETURNING, UPDATE … FROM
@@ -54,7 +56,7 @@ _DECODERS = DECODERS
 
 
 @raises_workly_errors(interpret_sqlite_error)
-class SqliteStorage(SqliteWebhooks, SqliteOperations):
+class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules):
     """``synchronous`` applies to every write the API acknowledges (enqueue, queue and task
     changes): FULL (the default) means a 201 survives a power loss. The dispatcher's own
     bookkeeping (claims, attempt results) always commits with NORMAL: it survives a
@@ -111,7 +113,7 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations):
 
     # --- tasks -------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        return await self._writer.transaction(self._acknowledged, _enqueue, tasks, to_us(now))
+        return await self._writer.transaction(self._acknowledged, enqueue_on, tasks, to_us(now))
 
     async def get_task(self, task_id: str) -> Task | None:
         return await self._reader.run(_get_task, task_id)
@@ -191,37 +193,6 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations):
 
 # --- what runs on the connection threads ------------------------------------------
 # Each function takes the connection first; writes run inside BEGIN IMMEDIATE.
-
-
-def _enqueue(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
-    execute_many(
-        db,
-        _q().enqueue_tasks_ensure_queues,
-        [{"queue": q, "now": now_us} for q in sorted({t.queue for t in tasks})],
-    )
-    keys = idempotency_keys(tasks)
-    existing = fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
-    # Stored by an earlier try of this same request (committed, but not answered).
-    stored = fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
-    stored_ids = {row["id"] for row in stored}
-    # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
-    taken = {(row["queue"], row["idempotency_key"]) for row in existing}
-    to_insert = []
-    for task in tasks:
-        if task.id in stored_ids:
-            continue
-        if task.idempotency_key is not None:
-            if (task.queue, task.idempotency_key) in taken:
-                continue
-            taken.add((task.queue, task.idempotency_key))
-        to_insert.append(_task_params(task, now_us))
-    execute_many(db, _q().enqueue_tasks_insert, to_insert)
-    created = stored + fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
-    return enqueue_results(
-        tasks,
-        {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
-        {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
-    )
 
 
 def _get_task(db: Db, task_id: str) -> Task | None:
@@ -388,33 +359,3 @@ def _purge_queue(db: Db, name: str) -> int:
     if fetchone(db, _q().get_queue, {"name": name}) is None:
         raise QueueNotFound(name)
     return execute(db, _q().purge_queue, {"queue": name}).rowcount
-
-
-def _task_params(task: NewTask, now_us: int) -> dict[str, Any]:
-    return {
-        "id": task.id,
-        "queue": task.queue,
-        "url": task.url,
-        "method": task.method,
-        "headers": json.dumps(task.headers),
-        "body": task.body,
-        "run_at": None if task.run_at is None else to_us(task.run_at),
-        "priority": task.priority,
-        "key": task.key,
-        "tenant": task.tenant,
-        "idempotency_key": task.idempotency_key,
-        "max_attempts": task.max_attempts,
-        "timeout": task.timeout,
-        "now": now_us,
-        "event_id": task.event_id,
-        "endpoint_id": task.endpoint_id,
-        "breaker": task.breaker,
-        "held_until": HELD_US,
-        "stop_on": rows.stop_on_text(task.stop_on),
-        "deadline": task.deadline,
-        "min_backoff": task.min_backoff,
-        "max_backoff": task.max_backoff,
-        "callback_url": task.callback_url,
-        "failure_callback_url": task.failure_callback_url,
-        "callback_of": task.callback_of,
-    }

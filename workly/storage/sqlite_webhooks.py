@@ -79,7 +79,7 @@ class SqliteWebhooks:
         self, event: NewEvent, now: datetime, new_task_id: Callable[[], str], only_if_delivered: bool = False
     ) -> Published | None:
         return await self._writer.transaction(
-            self._acknowledged, _publish, event, to_us(now), new_task_id, only_if_delivered
+            self._acknowledged, publish_on, event, to_us(now), new_task_id, only_if_delivered
         )
 
     async def prune_events(self, before: datetime, limit: int = 1000) -> int:
@@ -195,7 +195,7 @@ def _recover_endpoint(db: Db, endpoint_id: str, since_us: int, now_us: int) -> i
 
 
 # --- events ---------------------------------------------------------------------------
-def _publish(
+def publish_on(
     db: Db, event: NewEvent, now_us: int, new_task_id: Callable[[], str], only_if_delivered: bool
 ) -> Published | None:
     run_us = now_us if event.run_at is None else to_us(event.run_at)

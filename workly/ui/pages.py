@@ -1,6 +1,7 @@
 """The dashboard's pages and buttons: queues, a task list, a task with its attempts; and
 ``install_dashboard``, which adds these, the webhook pages (webhook_pages.py: endpoints and
-events), the bulk operations (operation_pages.py) and the login page to the app.
+events), the bulk operations (operation_pages.py), the schedules (schedule_pages.py) and the
+login page to the app.
 
 Pages read and buttons change through the same service methods as the API; buttons are
 plain form posts that redirect back (post/redirect/get), so the dashboard needs no JavaScript.
@@ -20,7 +21,7 @@ from workly.errors import ConflictError, NotFoundError
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
 from workly.service import Service
 from workly.service.webhooks import ENDPOINT_PREFIX
-from workly.ui import operation_pages, webhook_pages
+from workly.ui import operation_pages, schedule_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
@@ -68,6 +69,7 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
     app.include_router(pages)
     app.include_router(webhook_pages.router)
     app.include_router(operation_pages.router)
+    app.include_router(schedule_pages.router)
     app.add_exception_handler(ForeignForm, _foreign_form)
     app.add_exception_handler(BrokenCursor, broken_cursor)
 

@@ -20,6 +20,7 @@ from workly.errors import (
     ConflictError,
     InvalidOperation,
     InvalidQueueConfig,
+    InvalidSchedule,
     NotFoundError,
     StorageConflict,
     StorageUnavailable,
@@ -124,6 +125,10 @@ def _invalid_operation(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "invalid-operation")
 
 
+def _invalid_schedule(exc: Exception, where: str) -> ProblemResponse:
+    return problem(422, str(exc), "invalid-schedule")
+
+
 def _too_large(exc: Exception, where: str) -> ProblemResponse:
     return problem(413, str(exc), "too-large")
 
@@ -145,6 +150,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((ConflictError,), _conflict),
     ((InvalidQueueConfig,), _invalid_config),
     ((InvalidOperation,), _invalid_operation),
+    ((InvalidSchedule,), _invalid_schedule),
     ((TooLarge,), _too_large),
     ((StorageUnavailable,), _unavailable),
     ((Exception,), _unexpected),

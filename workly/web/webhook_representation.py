@@ -44,10 +44,11 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-def _payload_view(event: Event) -> Any:
-    if is_json_type(event.content_type):
+def payload_view(content_type: str, payload: bytes) -> Any:
+    """A JSON payload as JSON; null for any other (see payload_base64)."""
+    if is_json_type(content_type):
         try:
-            return json.loads(event.payload)
+            return json.loads(payload)
         except ValueError:
             return None
     return None
@@ -60,7 +61,7 @@ def event_json(event: Event) -> dict[str, Any]:
         "tenant": event.tenant,
         "key": event.key,
         "idempotency_key": event.idempotency_key,
-        "payload": _payload_view(event),
+        "payload": payload_view(event.content_type, event.payload),
         "payload_base64": base64.b64encode(event.payload).decode(),
         "run_at": time_or_null(event.run_at),
         "created_at": time_or_null(event.created_at),

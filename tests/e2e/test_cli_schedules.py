@@ -1,0 +1,233 @@
+"""The schedule commands, run as the real `workly` CLI against a real server: `workly dev` with
+API tokens required, as for the endpoint commands (tests/e2e/test_cli_webhooks.py, whose
+helpers these tests share). Every URL is the local receiver's, on 127.0.0.1.
+
+The crons match once a year (1 January), so the scheduler itself never fires while a test runs:
+what a schedule makes here comes from `workly schedule-trigger`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import E2E, WorklyServer, wait_for_status
+from tests.e2e.test_cli_client import workly
+from tests.e2e.test_cli_webhooks import ok, rows
+
+pytestmark = pytest.mark.e2e
+
+NEW_YEAR_AMSTERDAM = "0 9 1 1 *"  # 09:00 in Amsterdam on 1 January is 08:00 UTC (winter time)
+NEW_YEAR = "0 0 1 1 *"  # midnight UTC on 1 January
+
+
+@pytest.fixture
+def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
+    return dev_server_with_tokens
+
+
+def new_years(hour: int, count: int = 5) -> list[datetime]:
+    """The next ``count`` times ``hour``:00 UTC on 1 January, after now."""
+    now = datetime.now(UTC)
+    first_year = now.year if now < datetime(now.year, 1, 1, hour, tzinfo=UTC) else now.year + 1
+    return [datetime(year, 1, 1, hour, tzinfo=UTC) for year in range(first_year, first_year + count)]
+
+
+def parsed(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def shown(when: datetime) -> str:
+    """A time as the tables print it: 2031-01-01 08:00:00Z."""
+    return when.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+async def create(e2e: E2E, *args: str) -> dict[str, Any]:
+    """`workly schedule-create <args> --json`: the schedule as the API answered."""
+    created: dict[str, Any] = ok(await workly(e2e, "schedule-create", *args, "--json")).json()
+    return created
+
+
+async def test_create_list_show_and_trigger_a_task_schedule(e2e: E2E, tmp_path: Path) -> None:
+    body = tmp_path / "report.json"
+    body.write_text('{"report": "daily"}')
+    url = e2e.receiver.url("/digest")
+    options = ["--tz", "Europe/Amsterdam", "--queue", "reports", "--data", f"@{body}", "--name", "digest"]
+    digest = await create(e2e, NEW_YEAR_AMSTERDAM, url, *options, "--header", "X-Source: cli")
+    runs = new_years(8)
+    assert digest["id"].startswith("sch_")
+    assert (digest["name"], digest["cron"], digest["timezone"], digest["queue"]) == (
+        "digest", NEW_YEAR_AMSTERDAM, "Europe/Amsterdam", "reports",
+    )  # fmt: skip
+    task = digest["task"]
+    assert (task["url"], task["method"], task["headers"], task["body"]) == (
+        url, "POST", {"X-Source": "cli", "content-type": "application/json"}, {"report": "daily"},
+    )  # fmt: skip
+    assert (digest["event"], digest["paused"], digest["catch_up"]) == (None, False, "latest")
+    assert [parsed(run) for run in digest["next_runs"]] == runs and parsed(digest["next_run_at"]) == runs[0]
+    assert (digest["last_run_at"], digest["last_task_id"], digest["last_event_id"]) == (None, None, None)
+
+    text = ok(await workly(e2e, "schedule-create", NEW_YEAR, url, "--method", "put", "--catch-up", "none"))
+    plain_id = text.out.split()[0]
+    assert text.out.strip() == (
+        f"{plain_id} created: PUT {url} in queue default, cron '{NEW_YEAR}' (UTC), "
+        f"next run {shown(new_years(0)[0])}"
+    )
+
+    # Newest first; a cron's five fields stand in the table as they were given.
+    listed = rows(await workly(e2e, "schedules"))
+    assert listed == [
+        [plain_id, "-", *NEW_YEAR.split(), "UTC", "active", *shown(new_years(0)[0]).split(), "-", "-"],
+        [digest["id"], "digest", *NEW_YEAR_AMSTERDAM.split(), "Europe/Amsterdam", "active",
+         *shown(runs[0]).split(), "-", "-"],
+    ]  # fmt: skip
+    header = ok(await workly(e2e, "schedules")).out.splitlines()[0]
+    assert header.split() == [
+        "ID",
+        "NAME",
+        "CRON",
+        "TIMEZONE",
+        "STATE",
+        "NEXT",
+        "RUN",
+        "LAST",
+        "RUN",
+        "LAST",
+        "MADE",
+    ]
+    page = ok(await workly(e2e, "schedules", "--limit", "1", "--json")).json()
+    assert [s["id"] for s in page["schedules"]] == [plain_id] and page["next_cursor"]
+    rest = ok(
+        await workly(e2e, "schedules", "--limit", "1", "--cursor", page["next_cursor"], "--json")
+    ).json()
+    assert [s["id"] for s in rest["schedules"]] == [digest["id"]] and rest["next_cursor"] is None
+    assert (
+        ok(await workly(e2e, "schedules", "--limit", "1")).out.splitlines()[-1].startswith("more: --cursor ")
+    )
+
+    # One schedule: what it makes, and its next 5 runs.
+    detail = ok(await workly(e2e, "schedule", digest["id"])).out
+    for line in [
+        "cron       0 9 1 1 *", "timezone   Europe/Amsterdam", "state      active", "catch up   latest",
+        f"request    POST {url}", "queue      reports",
+        "headers    X-Source: cli; content-type: application/json", 'body       {"report":"daily"}',
+        f"next run   {shown(runs[0])}", "last task  -",
+    ]:  # fmt: skip
+        assert line in detail.splitlines(), (line, detail)
+    assert detail.split("NEXT RUNS\n")[1].splitlines() == [shown(run) for run in runs]
+
+    # Triggered: the task it made is delivered like any other; the next run does not move.
+    fired = ok(await workly(e2e, "schedule-trigger", digest["id"])).out.strip()
+    task_id = fired.rsplit(" ", 1)[1]
+    assert task_id.startswith("task_") and fired == f"{digest['id']} triggered: made task {task_id}"
+    made = ok(await workly(e2e, "task", task_id, "--json")).json()["task"]
+    assert (made["queue"], made["method"], made["url"]) == ("reports", "POST", url)
+    [received] = await e2e.receiver.wait_for("/digest", 1)
+    assert json.loads(received.body) == {"report": "daily"} and received.headers["X-Source"] == "cli"
+    await wait_for_status(e2e.client, task_id, "succeeded")
+    after = ok(await workly(e2e, "schedule", digest["id"], "--json")).json()
+    assert after["last_task_id"] == task_id and after["last_run_at"] is not None
+    assert after["next_run_at"] == digest["next_run_at"]
+    assert rows(await workly(e2e, "schedules"))[1][-3:-1] == shown(parsed(after["last_run_at"])).split()
+    assert rows(await workly(e2e, "schedules"))[1][-1] == task_id
+
+
+async def test_an_event_schedule_publishes_its_event_when_triggered(e2e: E2E) -> None:
+    created = ok(
+        await workly(e2e, "schedule-create", NEW_YEAR, "--event", "report.ready", "--data", '{"n": 1}')
+    )
+    schedule_id = created.out.split()[0]
+    assert created.out.strip() == (
+        f"{schedule_id} created: event report.ready, cron '{NEW_YEAR}' (UTC), "
+        f"next run {shown(new_years(0)[0])}"
+    )
+    detail = ok(await workly(e2e, "schedule", schedule_id)).out.splitlines()
+    assert "event       report.ready" in detail and 'payload     {"n":1}' in detail
+
+    fired = ok(await workly(e2e, "schedule-trigger", schedule_id, "--json")).json()
+    assert fired["last_task_id"] is None and fired["last_event_id"].startswith("evt_")
+    event = ok(await workly(e2e, "event", fired["last_event_id"], "--json")).json()
+    assert (event["type"], event["payload"]) == ("report.ready", {"n": 1})
+    text = ok(await workly(e2e, "schedule-trigger", schedule_id)).out.strip()
+    assert text.startswith(f"{schedule_id} triggered: made event evt_")
+
+
+async def test_pause_resume_and_delete_a_schedule(e2e: E2E) -> None:
+    schedule = await create(e2e, NEW_YEAR, e2e.receiver.url("/tick"))
+    schedule_id = schedule["id"]
+
+    paused = ok(await workly(e2e, "schedule-pause", schedule_id))
+    assert paused.out.strip() == f"{schedule_id} paused, next run none (paused)"
+    found = ok(await workly(e2e, "schedule", schedule_id, "--json")).json()
+    assert (found["paused"], found["next_run_at"], found["next_runs"]) == (True, None, [])
+    detail = ok(await workly(e2e, "schedule", schedule_id)).out
+    assert "state      paused" in detail and detail.strip().endswith("no next runs: paused")
+    assert rows(await workly(e2e, "schedules"))[0][8:10] == ["paused", "-"]
+
+    resumed = ok(await workly(e2e, "schedule-resume", schedule_id, "--json")).json()
+    assert (resumed["paused"], resumed["next_run_at"]) == (False, schedule["next_run_at"])
+    again = ok(await workly(e2e, "schedule-resume", schedule_id)).out.strip()
+    assert again == f"{schedule_id} resumed, next run {shown(parsed(schedule['next_run_at']))}"
+
+    assert ok(await workly(e2e, "schedule-delete", schedule_id)).out.strip() == f"{schedule_id} deleted"
+    gone = await workly(e2e, "schedule", schedule_id)
+    assert (gone.code, gone.err) == (1, f"workly: 404 Not Found: schedule '{schedule_id}' does not exist\n")
+    twice = await workly(e2e, "schedule-delete", schedule_id, "--json")
+    assert twice.code == 1 and twice.err.startswith("workly: 404 Not Found: ") and twice.out == ""
+    assert ok(await workly(e2e, "schedules")).out.strip() == "no schedules"
+
+    held = await create(e2e, NEW_YEAR, e2e.receiver.url("/tick"), "--paused")
+    assert (held["paused"], held["next_run_at"]) == (True, None)
+    deleted = ok(await workly(e2e, "schedule-delete", held["id"], "--json")).json()
+    assert deleted == {"id": held["id"], "deleted": True}
+
+
+async def test_bad_input_exits_2_before_anything_is_sent(e2e: E2E) -> None:
+    url = e2e.receiver.url("/bad")
+    for args, says in [
+        (["schedule-create", NEW_YEAR], "give the URL each firing enqueues a task to, or --event TYPE"),
+        (
+            ["schedule-create", NEW_YEAR, url, "--event", "a.b"],
+            "--event makes an event schedule, which takes no URL",
+        ),
+        (
+            ["schedule-create", NEW_YEAR, "--event", "a.b", "--queue", "q", "--header", "X: 1"],
+            "which takes no --queue, --header",
+        ),
+        (["schedule-create", NEW_YEAR, url, "--catch-up", "all"], "--catch-up 'all': give latest"),
+        (["schedule-create", NEW_YEAR, url, "--data", "{not json"], "the --data value is not JSON"),
+        (["schedule-create", NEW_YEAR, url, "--header", "nocolon"], "is not a header"),
+        (["schedule", "sch/x"], "'sch/x' is not a schedule id (sch_…)"),
+        (["schedule-trigger", ""], "'' is not a schedule id"),
+        (["schedules", "--server", "http://[::1"], "is not a URL"),
+    ]:
+        run = await workly(e2e, *args)
+        assert (run.code, run.out) == (2, "") and says in run.err and "Traceback" not in run.err, run
+        assert len(run.err.splitlines()) == 1, run
+    for args in (["schedule-create"], ["schedules", "--limit", "0"]):  # typer's own usage errors
+        run = await workly(e2e, *args)
+        assert (run.code, run.out) == (2, ""), run
+    assert ok(await workly(e2e, "schedules", "--json")).json() == {"schedules": [], "next_cursor": None}
+
+
+async def test_what_the_server_refuses_exits_1_with_its_reason(e2e: E2E) -> None:
+    url = e2e.receiver.url("/refused")
+    for args, says in [
+        (["61 * * * *", url], "cron '61 * * * *': "),
+        (["* * * *", url], "cron needs five fields (minute hour day-of-month month day-of-week), got 4"),
+        ([NEW_YEAR, url, "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
+        ([NEW_YEAR, "ftp://127.0.0.1/x"], "task.url"),
+        ([NEW_YEAR, "--event", "no spaces allowed"], "event type 'no spaces allowed' must be"),
+    ]:
+        run = await workly(e2e, "schedule-create", *args)
+        assert run.code == 1 and run.out == "", run
+        assert run.err.startswith("workly: 422 Unprocessable ") and says in run.err, run
+    for command in ("schedule", "schedule-pause", "schedule-resume", "schedule-trigger", "schedule-delete"):
+        run = await workly(e2e, command, "sch_nope")
+        assert (run.code, run.err) == (1, "workly: 404 Not Found: schedule 'sch_nope' does not exist\n"), run
+    wrong = await workly(e2e, "schedules", env={"WORKLY_TOKEN": "wrong"})
+    assert wrong.code == 1 and wrong.err.startswith("workly: 401 Unauthorized: ")
+    assert ok(await workly(e2e, "schedules", "--json")).json() == {"schedules": [], "next_cursor": None}

@@ -1,0 +1,170 @@
+"""The scheduler in the service, on both backends: it sleeps until the next fire time and
+the task goes out right after it; changes move the next run; catch-up after downtime;
+what it counts. The in-process tests run on a clock shifted so that a minute boundary is
+a second or two away (the real one would make a test wait up to a minute)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.clock import FakeClock
+from tests.support.receiver import Receiver, running_receiver
+from tests.support.servers import TEST_SECRET, in_process
+from workly.config import Settings
+from workly.service import Service
+
+HOOK = "http://127.0.0.1:9/hook"  # never contacted: the dispatcher is off where it is used
+
+
+class ShiftedClock:
+    """The real clock, moved so that the next minute starts ``lead`` seconds from now."""
+
+    def __init__(self, lead: float) -> None:
+        now = datetime.now(UTC)
+        next_minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        self.offset = next_minute - now - timedelta(seconds=lead)
+        self.fire_at = next_minute  # on this clock
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def real(self, instant: datetime) -> float:
+        """Where an instant on this clock falls on the real one (unix seconds)."""
+        return (instant - self.offset).timestamp()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with running_receiver() as receiver:
+        yield receiver
+
+
+async def create(http: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = await http.post("/v1/schedules", json=body)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def succeeded(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    """The task once its result is recorded (that commit follows the delivery)."""
+    for _ in range(500):
+        task: dict[str, Any] = (await http.get(f"/v1/tasks/{task_id}")).json()
+        if task["status"] == "succeeded":
+            return task
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} is still {task['status']}")
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def test_a_firing_is_delivered_within_a_second_of_its_fire_time(
+    database_url: str, receiver: Receiver
+) -> None:
+    clock = ShiftedClock(lead=1.5)
+    settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, outbound_allow="127.0.0.0/8")
+    async with in_process(settings, clock) as (_, http):
+        schedule = await create(
+            http, {"cron": "* * * * *", "queue": "s", "task": {"url": receiver.url("/tick")}}
+        )
+        assert parse(schedule["next_run_at"]) == clock.fire_at
+        [delivery] = await receiver.wait_for("/tick", 1, timeout=10)
+        fire_at = clock.real(clock.fire_at)
+        print(f"fire time → delivery: {(delivery.at - fire_at) * 1000:.1f} ms")
+        assert fire_at <= delivery.at < fire_at + 1.0, delivery.at - fire_at
+        after = (await http.get(f"/v1/schedules/{schedule['id']}")).json()
+        assert after["last_run_at"] == schedule["next_run_at"]
+        assert parse(after["next_run_at"]) == clock.fire_at + timedelta(minutes=1)
+        task = await succeeded(http, after["last_task_id"])
+        assert task["run_at"] == schedule["next_run_at"]
+        assert delivery.headers["webhook-id"] == task["id"]
+
+
+@pytest.fixture
+async def paused_service(
+    database_url: str, clock: FakeClock
+) -> AsyncIterator[tuple[Service, httpx.AsyncClient]]:
+    """A service whose background parts do not run: the test fires schedules itself."""
+    settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, dispatch=False)
+    async with in_process(settings, clock) as running:
+        yield running
+
+
+async def test_changes_move_the_next_run_and_a_resume_does_not_catch_up(
+    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock
+) -> None:
+    service, http = paused_service
+    start = clock()  # 12:00:00 UTC
+    schedule = await create(http, {"cron": "0 * * * *", "queue": "s", "task": {"url": HOOK}})
+    path = f"/v1/schedules/{schedule['id']}"
+    assert parse(schedule["next_run_at"]) == start + timedelta(hours=1)
+    clock.advance(30 * 60)  # 12:30
+    renamed = (await http.patch(path, json={"name": "renamed"})).json()
+    assert parse(renamed["next_run_at"]) == start + timedelta(hours=1)
+    every_ten = (await http.patch(path, json={"cron": "*/10 * * * *"})).json()
+    assert parse(every_ten["next_run_at"]) == start + timedelta(minutes=40)
+    zoned = (await http.patch(path, json={"cron": "0 14 * * *", "timezone": "Europe/Amsterdam"})).json()
+    assert parse(zoned["next_run_at"]) == start + timedelta(hours=1)  # 14:00 CET is 13:00 UTC
+    await http.post(f"{path}/pause")
+    clock.advance(3 * 3600)  # 15:30: it would have fired at 13:00
+    assert await service.scheduler.fire_due() == []
+    resumed = (await http.post(f"{path}/resume")).json()
+    assert parse(resumed["next_run_at"]) == start + timedelta(days=1, hours=1)  # tomorrow, 14:00 CET
+    assert await service.scheduler.fire_due() == []
+    assert (await http.get("/v1/queues/s")).status_code == 404  # it never made a task
+
+
+@pytest.mark.parametrize(("catch_up", "made"), [("latest", 1), ("none", 0)])
+async def test_after_downtime_the_scheduler_catches_up_as_asked(
+    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, catch_up: str, made: int
+) -> None:
+    service, http = paused_service
+    schedule = await create(
+        http, {"cron": "* * * * *", "queue": "s", "catch_up": catch_up, "task": {"url": HOOK}}
+    )
+    clock.advance(10 * 60 + 30)  # down for ten minutes: back at 12:10:30
+    fired = await service.scheduler.fire_due()
+    assert len(fired) == 1 and sum(1 for f in fired if f.created) == made
+    after = (await http.get(f"/v1/schedules/{schedule['id']}")).json()
+    assert parse(after["next_run_at"]) == datetime(2030, 1, 1, 12, 11, tzinfo=UTC)
+    metrics = (await http.get("/metrics")).text
+    if made:
+        assert after["last_run_at"] == "2030-01-01T12:10:00Z"
+        task = (await http.get(f"/v1/tasks/{after['last_task_id']}")).json()
+        assert task["run_at"] == "2030-01-01T12:10:00Z"
+        assert 'workly_schedule_firings_total{outcome="created"} 1.0' in metrics
+        assert "workly_schedule_lateness_seconds_sum 30.0" in metrics
+    else:
+        assert after["last_run_at"] is None and after["last_task_id"] is None
+        assert 'workly_schedule_firings_total{outcome="skipped"} 1.0' in metrics
+    assert await service.scheduler.fire_due() == []  # nothing more until 12:11
+
+
+async def test_stopping_does_not_wait_for_a_sleeping_scheduler(database_url: str, clock: FakeClock) -> None:
+    settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, poll_interval=30)
+    service = Service(settings, clock)
+    await service.start()
+    await service.scheduler.fire_due()  # it runs; its loop now sleeps for up to 30 s
+    await asyncio.wait_for(service.stop(), timeout=10)
+
+
+async def test_a_lowered_body_limit_refuses_new_templates_but_not_a_pause(database_url: str) -> None:
+    base = Settings(database_url=database_url, signing_secret=TEST_SECRET, dispatch=False)
+    task = {"url": HOOK, "body": "x" * 100, "headers": {"content-type": "text/plain"}}
+    async with in_process(base) as (_, http):
+        schedule = await create(http, {"cron": "* * * * *", "task": task})
+    async with in_process(base.model_copy(update={"max_body_bytes": 10})) as (_, http):
+        path = f"/v1/schedules/{schedule['id']}"
+        paused = await http.post(f"{path}/pause")
+        assert paused.status_code == 200 and paused.json()["paused"] is True
+        refused = await http.patch(path, json={"task": task})
+        assert refused.status_code == 413 and refused.headers["content-type"] == "application/problem+json"
+        assert (await http.get(path)).json()["task"]["body"] == "x" * 100

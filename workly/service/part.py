@@ -1,0 +1,24 @@
+"""What the parts of Service (its mixins of use cases: webhooks.py, failures.py,
+schedules.py) use of it. Service provides each; a part declares only the hooks of its own."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workly.config import Settings
+from workly.metrics import Metrics
+from workly.storage.base import Storage
+
+
+class ServicePart:
+    settings: Settings
+    metrics: Metrics
+
+    def _storage(self) -> Storage:
+        raise NotImplementedError
+
+    def now(self) -> datetime:
+        raise NotImplementedError
+
+    def work_available(self) -> None:
+        raise NotImplementedError

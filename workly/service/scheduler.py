@@ -1,0 +1,118 @@
+"""The scheduler: fires due schedules (docs/schedules.md). Every dispatching process runs one.
+
+It sleeps until the earliest next run of any schedule (at most ``poll_interval``, so a
+schedule another process created or changed is seen within that), then asks storage to
+fire what is due. Storage takes each due schedule under a lock (PostgreSQL: FOR UPDATE
+SKIP LOCKED; SQLite: the single writer) and stores what it makes in the transaction that
+moves it on, so however many schedulers run, each firing is made once. A change in this
+process wakes it at once. Tasks it made wake the dispatchers (``work_available``): a task
+is due at its fire time and goes out right after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from workly.clock import Clock
+from workly.ids import new_id, new_task_id
+from workly.metrics import Metrics
+from workly.schedules import Fired, Firing, Schedule, plan_firing
+from workly.storage.base import FiringPlan, Storage
+
+log = logging.getLogger("workly.scheduler")
+BATCH = 100  # schedules fired per transaction
+_SOONEST = 0.001  # seconds: a wake-up never spins
+
+
+class Scheduler:
+    def __init__(
+        self,
+        storage: Storage,
+        clock: Clock,
+        work_available: Callable[[], None],
+        *,
+        poll_interval: float = 1.0,
+        metrics: Metrics | None = None,
+        batch: int = BATCH,
+    ) -> None:
+        self._storage = storage
+        self._clock = clock
+        self._work_available = work_available
+        self._poll_interval = poll_interval
+        self._metrics = metrics or Metrics()
+        self._batch = batch
+        self._woken = asyncio.Event()
+        self._stopping = False
+        self._loop: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.create_task(self._run(), name="workly-scheduler")
+
+    def wake(self) -> None:
+        """A schedule was created or changed here: look again now."""
+        self._woken.set()
+
+    async def stop(self) -> None:
+        """After the firing in flight (its transaction commits or rolls back whole)."""
+        self._stopping = True
+        self._woken.set()
+        if self._loop is not None:
+            await asyncio.gather(self._loop, return_exceptions=True)
+
+    async def fire_due(self) -> list[Fired]:
+        """Fire every schedule due now, a batch per transaction; what was fired."""
+        fired: list[Fired] = []
+        while True:
+            now = self._clock()
+            batch = await self._storage.fire_due_schedules(now, self._batch, _planner(now), new_task_id)
+            count_firings(self._metrics, batch, now)
+            fired.extend(batch)
+            if len(batch) < self._batch:
+                break
+        if any(made.created for made in fired):
+            self._work_available()
+        return fired
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            self._woken.clear()  # a wake from here on makes one more round
+            try:
+                next_run_at = await self._storage.next_schedule_at()  # a read: idle costs no write
+                if next_run_at is not None and next_run_at <= self._clock():
+                    await self.fire_due()
+                    next_run_at = await self._storage.next_schedule_at()
+                delay = self._until(next_run_at)
+            except Exception as exc:
+                log.warning("firing schedules failed (trying again in %gs): %s", self._poll_interval, exc)
+                delay = self._poll_interval
+            # A stop sets the event too: the wait ends at once and the loop with it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), delay)
+
+    def _until(self, next_run_at: datetime | None) -> float:
+        if next_run_at is None:
+            return self._poll_interval
+        wait = (next_run_at - self._clock()).total_seconds()
+        return min(self._poll_interval, max(_SOONEST, wait))
+
+
+def _planner(now: datetime) -> FiringPlan:
+    def plan(schedule: Schedule) -> Firing:
+        return plan_firing(schedule, now, new_task_id(), new_id("evt"))
+
+    return plan
+
+
+def count_firings(metrics: Metrics, fired: Sequence[Fired], now: datetime) -> None:
+    for made in fired:
+        if made.fire_at is None:
+            metrics.schedule_firings.labels("skipped").inc()
+        elif made.created:
+            metrics.schedule_firings.labels("created").inc()
+            metrics.schedule_lateness.observe(max(0.0, (now - made.fire_at).total_seconds()))
+        else:
+            metrics.schedule_firings.labels("duplicate").inc()

@@ -1,0 +1,131 @@
+"""PostgreSQL's part of schedules (workly/schedules.py); the queries are in
+sql/postgres_schedules.sql.
+
+A mixin of PostgresStorage (it uses its pool, its queries, and its enqueue and publish
+statements). A firing locks its schedule's row (FOR UPDATE; due ones SKIP LOCKED), stores
+what it makes and moves the schedule on in one transaction, so concurrent schedulers in
+several processes make each firing once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from workly.errors import ScheduleNotFound
+from workly.models import Enqueued, NewTask
+from workly.schedules import Fired, Schedule, ScheduleSpec
+from workly.storage import rows
+from workly.storage.base import FiringPlan, ScheduleChange
+from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
+from workly.storage.postgres_statements import DECODERS, Connection, execute, fetch, fetchrow
+from workly.storage.queries import PostgresQueries
+from workly.storage.schedule_rows import advance_params, fired, schedule_from_row, spec_params
+from workly.webhooks import NewEvent, Published
+
+
+def _schedule(row: Any) -> Schedule:
+    return schedule_from_row(row, DECODERS)
+
+
+def _same(value: datetime) -> datetime:
+    return value
+
+
+@raises_workly_errors(interpret_postgres_error)
+class PostgresSchedules:
+    _pool: asyncpg.Pool
+    _q: PostgresQueries
+
+    if TYPE_CHECKING:  # PostgresStorage's and PostgresWebhooks' statements
+
+        async def _enqueue_on(
+            self, conn: Connection, tasks: Sequence[NewTask], now: datetime
+        ) -> list[Enqueued]: ...
+
+        async def _publish_on(
+            self, conn: Connection, event: NewEvent, now: datetime, new_task_id: Callable[[], str],
+            only_if_delivered: bool = False,
+        ) -> Published | None: ...  # fmt: skip
+
+    async def create_schedule(
+        self, schedule_id: str, spec: ScheduleSpec, next_run_at: datetime | None, now: datetime
+    ) -> Schedule:
+        row = await fetchrow(
+            self._pool, self._q.insert_schedule, id=schedule_id, now=now, **spec_params(spec, next_run_at)
+        )
+        return _schedule(row)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        row = await fetchrow(self._pool, self._q.get_schedule, id=schedule_id)
+        return None if row is None else _schedule(row)
+
+    async def list_schedules(self, limit: int, before_seq: int | None) -> tuple[list[Schedule], int | None]:
+        found = await fetch(self._pool, self._q.list_schedules, **rows.page_params(limit, before_seq))
+        shown, next_seq = rows.page(found, limit)
+        return [_schedule(row) for row in shown], next_seq
+
+    async def update_schedule(self, schedule_id: str, change: ScheduleChange, now: datetime) -> Schedule:
+        q = self._q
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                row = await fetchrow(conn, q.lock_schedule, id=schedule_id)
+                if row is None:
+                    raise ScheduleNotFound(schedule_id)
+                spec, next_run_at = change(_schedule(row))
+                await execute(
+                    conn, q.update_schedule, id=schedule_id, now=now, **spec_params(spec, next_run_at)
+                )
+            row = await fetchrow(conn, q.get_schedule, id=schedule_id)
+        if row is None:  # deleted right after the change
+            raise ScheduleNotFound(schedule_id)
+        return _schedule(row)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        if not await fetch(self._pool, self._q.delete_schedule, id=schedule_id):
+            raise ScheduleNotFound(schedule_id)
+
+    async def fire_due_schedules(
+        self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str]
+    ) -> list[Fired]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            due = await fetch(conn, self._q.lock_due_schedules, now=now, limit=limit)
+            return await self._fire(conn, [_schedule(row) for row in due], now, plan, new_task_id)
+
+    async def trigger_schedule(
+        self, schedule_id: str, now: datetime, plan: FiringPlan, new_task_id: Callable[[], str]
+    ) -> Fired:
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await fetchrow(conn, self._q.lock_schedule, id=schedule_id)
+            if row is None:
+                raise ScheduleNotFound(schedule_id)
+            [made] = await self._fire(conn, [_schedule(row)], now, plan, new_task_id)
+            return made
+
+    async def next_schedule_at(self) -> datetime | None:
+        row = await fetchrow(self._pool, self._q.next_schedule_at)
+        assert row is not None, "an aggregate has a row"
+        value: datetime | None = row["next_run_at"]
+        return value
+
+    async def _fire(
+        self, conn: Connection, schedules: Sequence[Schedule], now: datetime, plan: FiringPlan,
+        new_task_id: Callable[[], str],
+    ) -> list[Fired]:  # fmt: skip
+        """Store what each firing makes (every task in one enqueue) and move each schedule on."""
+        firings = [(schedule, plan(schedule)) for schedule in schedules]
+        tasks = [firing.task for _, firing in firings if firing.task is not None]
+        stored = await self._enqueue_on(conn, tasks, now) if tasks else []
+        enqueued = dict(zip([t.id for t in tasks], stored, strict=True))
+        made = []
+        for schedule, firing in firings:
+            published = None
+            if firing.event is not None:
+                published = await self._publish_on(conn, firing.event, now, new_task_id)
+            task_entry = None if firing.task is None else enqueued[firing.task.id]
+            one = fired(schedule.id, firing, task_entry, published)
+            await execute(conn, self._q.advance_schedule, **advance_params(one, firing, _same))
+            made.append(one)
+        return made

@@ -1,0 +1,82 @@
+"""Enqueueing on SQLite: the statements of SqliteStorage.enqueue, run inside a write
+transaction (the enqueue's own, or a schedule firing's)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from workly.models import Enqueued, NewTask
+from workly.storage import rows
+from workly.storage.queries import sqlite_queries
+from workly.storage.sqlite_statements import DECODERS, execute_many, fetchall, to_us
+from workly.storage.sqlite_webhooks import HELD_US
+from workly.storage.tasks import enqueue_results, idempotency_keys
+
+Db = sqlite3.Connection
+_q = sqlite_queries
+_DECODERS = DECODERS
+
+
+def enqueue_on(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
+    """Store tasks (SqliteStorage.enqueue), inside the caller's write transaction."""
+    execute_many(
+        db,
+        _q().enqueue_tasks_ensure_queues,
+        [{"queue": q, "now": now_us} for q in sorted({t.queue for t in tasks})],
+    )
+    keys = idempotency_keys(tasks)
+    existing = fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
+    # Stored by an earlier try of this same request (committed, but not answered).
+    stored = fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
+    stored_ids = {row["id"] for row in stored}
+    # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
+    taken = {(row["queue"], row["idempotency_key"]) for row in existing}
+    to_insert = []
+    for task in tasks:
+        if task.id in stored_ids:
+            continue
+        if task.idempotency_key is not None:
+            if (task.queue, task.idempotency_key) in taken:
+                continue
+            taken.add((task.queue, task.idempotency_key))
+        to_insert.append(task_params(task, now_us))
+    execute_many(db, _q().enqueue_tasks_insert, to_insert)
+    created = stored + fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
+    return enqueue_results(
+        tasks,
+        {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
+        {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
+    )
+
+
+def task_params(task: NewTask, now_us: int) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "queue": task.queue,
+        "url": task.url,
+        "method": task.method,
+        "headers": json.dumps(task.headers),
+        "body": task.body,
+        "run_at": None if task.run_at is None else to_us(task.run_at),
+        "priority": task.priority,
+        "key": task.key,
+        "tenant": task.tenant,
+        "idempotency_key": task.idempotency_key,
+        "max_attempts": task.max_attempts,
+        "timeout": task.timeout,
+        "now": now_us,
+        "event_id": task.event_id,
+        "endpoint_id": task.endpoint_id,
+        "breaker": task.breaker,
+        "held_until": HELD_US,
+        "stop_on": rows.stop_on_text(task.stop_on),
+        "deadline": task.deadline,
+        "min_backoff": task.min_backoff,
+        "max_backoff": task.max_backoff,
+        "callback_url": task.callback_url,
+        "failure_callback_url": task.failure_callback_url,
+        "callback_of": task.callback_of,
+    }
