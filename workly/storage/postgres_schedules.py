@@ -22,7 +22,7 @@ from workly.storage.base import FiringPlan, ScheduleChange
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.postgres_statements import DECODERS, Connection, execute, fetch, fetchrow
 from workly.storage.queries import PostgresQueries
-from workly.storage.schedule_rows import advance_params, fired, schedule_from_row, spec_params
+from workly.storage.schedule_rows import advances, fired, schedule_from_row, spec_params
 from workly.webhooks import NewEvent, Published
 
 
@@ -125,7 +125,12 @@ class PostgresSchedules:
             if firing.event is not None:
                 published = await self._publish_on(conn, firing.event, now, new_task_id)
             task_entry = None if firing.task is None else enqueued[firing.task.id]
-            one = fired(schedule.id, firing, task_entry, published)
-            await execute(conn, self._q.advance_schedule, **advance_params(one, firing, _same))
-            made.append(one)
-        return made
+            made.append((fired(schedule.id, firing, task_entry, published), firing))
+        if made:
+            advanced = advances(made, _same)
+            await execute(
+                conn, self._q.advance_schedules, ids=[r["id"] for r in advanced],
+                next_run_ats=[r["next_run_at"] for r in advanced], fire_ats=[r["fire_at"] for r in advanced],
+                task_ids=[r["task_id"] for r in advanced], event_ids=[r["event_id"] for r in advanced],
+            )  # fmt: skip
+        return [fired_one for fired_one, _ in made]

@@ -149,7 +149,7 @@ class CommonQueries:
     lock_schedule: Query
     lock_due_schedules: Query
     update_schedule: Query
-    advance_schedule: Query
+    advance_schedules: Query
     delete_schedule: Query
     next_schedule_at: Query
 

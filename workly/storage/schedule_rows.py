@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -96,12 +96,15 @@ def fired(schedule_id: str, firing: Firing, enqueued: Enqueued | None, published
     return Fired(schedule_id, firing.fire_at)
 
 
-def advance_params(made: Fired, firing: Firing, time: Callable[[datetime], Any]) -> dict[str, Any]:
-    """advance_schedule's parameters, times as the dialect keeps them."""
-    return {
-        "id": made.schedule_id,
-        "next_run_at": None if firing.next_run_at is None else time(firing.next_run_at),
-        "fire_at": None if firing.fire_at is None else time(firing.fire_at),
-        "task_id": made.task_id,
-        "event_id": made.event_id,
-    }
+def advances(made: Sequence[tuple[Fired, Firing]], time: Callable[[datetime], Any]) -> list[dict[str, Any]]:
+    """advance_schedules' rows, one per firing, times as the dialect keeps them."""
+    return [
+        {
+            "id": fired_one.schedule_id,
+            "next_run_at": None if firing.next_run_at is None else time(firing.next_run_at),
+            "fire_at": None if firing.fire_at is None else time(firing.fire_at),
+            "task_id": fired_one.task_id,
+            "event_id": fired_one.event_id,
+        }
+        for fired_one, firing in made
+    ]

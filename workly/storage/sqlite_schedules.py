@@ -7,6 +7,7 @@ moving them on commit together, and no other writer (of any process) comes in be
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -17,7 +18,7 @@ from workly.storage import rows
 from workly.storage.base import FiringPlan, ScheduleChange
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import sqlite_queries
-from workly.storage.schedule_rows import advance_params, fired, schedule_from_row, spec_params
+from workly.storage.schedule_rows import advances, fired, schedule_from_row, spec_params
 from workly.storage.sqlite_enqueue import enqueue_on
 from workly.storage.sqlite_statements import DECODERS, execute, fetchall, fetchone, from_us, to_us
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
@@ -136,7 +137,7 @@ def _fire(
         if firing.event is not None:
             published = publish_on(db, firing.event, now_us, new_task_id, False)
         task_entry = None if firing.task is None else enqueued[firing.task.id]
-        one = fired(schedule.id, firing, task_entry, published)
-        execute(db, _q().advance_schedule, advance_params(one, firing, to_us))
-        made.append(one)
-    return made
+        made.append((fired(schedule.id, firing, task_entry, published), firing))
+    if made:
+        execute(db, _q().advance_schedules, {"advances": json.dumps(advances(made, to_us))})
+    return [fired_one for fired_one, _ in made]

@@ -32,14 +32,17 @@ SET name = :name, cron = :cron, timezone = :timezone, template = :template::json
     catch_up = :catch_up, next_run_at = :next_run_at, updated_at = :now
 WHERE id = :id;
 
--- name: advance_schedule
--- After a firing: where it goes next and, when the firing made something, what.
-UPDATE schedules
-SET next_run_at = :next_run_at,
-    last_run_at = coalesce(:fire_at, last_run_at),
-    last_task_id = CASE WHEN :fire_at::timestamptz IS NULL THEN last_task_id ELSE :task_id END,
-    last_event_id = CASE WHEN :fire_at::timestamptz IS NULL THEN last_event_id ELSE :event_id END
-WHERE id = :id;
+-- name: advance_schedules
+-- After a batch of firings, in one statement: where each schedule goes next and, when its
+-- firing made something, what.
+UPDATE schedules s
+SET next_run_at = a.next_run_at,
+    last_run_at = coalesce(a.fire_at, s.last_run_at),
+    last_task_id = CASE WHEN a.fire_at IS NULL THEN s.last_task_id ELSE a.task_id END,
+    last_event_id = CASE WHEN a.fire_at IS NULL THEN s.last_event_id ELSE a.event_id END
+FROM unnest(:ids::text[], :next_run_ats::timestamptz[], :fire_ats::timestamptz[], :task_ids::text[],
+            :event_ids::text[]) AS a(id, next_run_at, fire_at, task_id, event_id)
+WHERE s.id = a.id;
 
 -- name: delete_schedule
 -- The tasks and events it made stay.

@@ -29,14 +29,19 @@ SET name = :name, cron = :cron, timezone = :timezone, template = :template, paus
     catch_up = :catch_up, next_run_at = :next_run_at, updated_at = :now
 WHERE id = :id;
 
--- name: advance_schedule
--- After a firing: where it goes next and, when the firing made something, what.
-UPDATE schedules
-SET next_run_at = :next_run_at,
-    last_run_at = coalesce(:fire_at, last_run_at),
-    last_task_id = CASE WHEN :fire_at IS NULL THEN last_task_id ELSE :task_id END,
-    last_event_id = CASE WHEN :fire_at IS NULL THEN last_event_id ELSE :event_id END
-WHERE id = :id;
+-- name: advance_schedules
+-- After a batch of firings, in one statement (:advances is a JSON array of objects): where
+-- each schedule goes next and, when its firing made something, what.
+UPDATE schedules AS s
+SET next_run_at = a.next_run_at,
+    last_run_at = coalesce(a.fire_at, s.last_run_at),
+    last_task_id = CASE WHEN a.fire_at IS NULL THEN s.last_task_id ELSE a.task_id END,
+    last_event_id = CASE WHEN a.fire_at IS NULL THEN s.last_event_id ELSE a.event_id END
+FROM (SELECT value ->> '$.id' AS id, value ->> '$.next_run_at' AS next_run_at,
+             value ->> '$.fire_at' AS fire_at, value ->> '$.task_id' AS task_id,
+             value ->> '$.event_id' AS event_id
+      FROM json_each(:advances)) AS a
+WHERE s.id = a.id;
 
 -- name: delete_schedule
 -- The tasks and events it made stay.
