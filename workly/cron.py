@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from functools import cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
@@ -26,11 +27,14 @@ MAX_CRON_LENGTH = 255
 MAX_ZONE_LENGTH = 64
 # No schedule fires after this: it is where Workly's times end (RFC 3339 years 1970-2999).
 LAST_INSTANT = datetime(3000, 1, 1, tzinfo=UTC)
-# How far a walk goes looking for a time that exists before giving up: a cron that matches
-# only times that never happen (or none before the year 3000) has no next run.
-_MAX_CANDIDATES = 100_000
-# A clock change moves local time by at most a few hours; beyond that the order of
-# wall-clock times is the order of instants again (latest_fire's backward walk relies on it).
+# How far ahead a next fire time is looked for: a cron that matches no existing time within
+# this many years (Feb 30; 02:30 on the last Sunday of March in Europe, always skipped) has
+# none, and a schedule needs one (the service refuses it).
+HORIZON_YEARS = 100
+# At most this many wall-clock times per walk: what the horizon allows for a cron matching
+# every minute of one skipped hour a year, with room.
+_MAX_CANDIDATES = 20_000
+# A clock change moves local time by at most a few hours (latest_fire's backward walk).
 _CLOCK_CHANGE_SPAN = timedelta(hours=3)
 _MINUTE = timedelta(minutes=1)
 
@@ -51,30 +55,67 @@ def check_cron(expression: str) -> str:
     try:
         CronSim(normalized, datetime(2000, 1, 1))
     except CronSimError as exc:
-        raise ValueError(f"cron {normalized!r}: {str(exc).lower()}") from None
+        raise ValueError(f"cron {normalized!r}: {_explain(str(exc))}") from None
     return normalized
+
+
+# What each field takes, for the message when cronsim refuses one ("Bad day-of-month").
+_FIELD_RULES = {
+    "minute": "0-59",
+    "hour": "0-23",
+    "day-of-month": "1-31 or L, on a day the months given have (no 30 February)",
+    "month": "1-12 or JAN-DEC",
+    "day-of-week": "0-7 (0 and 7: Sunday) or SUN-SAT, 5L, 1#2",
+}
+
+
+def _explain(refusal: str) -> str:
+    for field, rule in _FIELD_RULES.items():
+        if refusal.lower() == f"bad {field}":
+            return f"bad {field} field: it takes {rule}, with lists (1,5), ranges (1-5) and steps (*/5)"
+    return refusal.lower()
+
+
+# Names the tz database has that are not places: "localtime" and "posixrules" follow the
+# host's settings (so the same schedule would fire at other instants on another host),
+# "Factory" is a placeholder.
+_NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
 def check_timezone(name: str) -> str:
     """An IANA time zone name (Europe/Amsterdam, UTC); ValueError for any other."""
-    if not name or len(name) > MAX_ZONE_LENGTH or name != name.strip() or "\x00" in name:
+    if name in _NOT_ZONES or name not in _known_zones():
         raise ValueError(f"unknown time zone {name!r}: give an IANA name such as UTC or Europe/Amsterdam")
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(
-            f"unknown time zone {name!r}: give an IANA name such as UTC or Europe/Amsterdam"
-        ) from None
+    load_zone(name)  # listed but not loadable (a broken tz database): refused too
     return name
 
 
+@cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+def load_zone(name: str) -> ZoneInfo:
+    """The zone called ``name``; ValueError when this host's tz database (or the tzdata
+    package) does not have it: a schedule stored where it did."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"time zone {name!r} is not in this host's tz database") from None
+
+
 def fire_times(cron: str, timezone: str, after: datetime, count: int) -> list[datetime]:
-    """The next ``count`` fire times strictly after ``after`` (fewer when the cron has no
-    more before the year 3000)."""
-    zone = ZoneInfo(timezone)
+    """The next ``count`` fire times strictly after ``after``: fewer when the cron has no more
+    within HORIZON_YEARS (or before the year 3000)."""
+    tz = load_zone(timezone)
+    start = _local(after, tz)
+    last_year = min(start.year + HORIZON_YEARS, LAST_INSTANT.year - 1)
     found: list[datetime] = []
-    for instant in _instants(CronSim(cron, _local(after, zone)), zone):
-        if instant > after:
+    for local in _walk(CronSim(cron, start)):
+        if local.year > last_year:
+            break
+        instant = _instant(local, tz)
+        if instant is not None and instant > after:
             found.append(instant)
             if len(found) == count:
                 break
@@ -90,51 +131,45 @@ def next_fire(cron: str, timezone: str, after: datetime) -> datetime | None:
 def latest_fire(cron: str, timezone: str, since: datetime, now: datetime) -> datetime | None:
     """The last fire time in [``since``, ``now``]; None when there is none.
 
-    Walks wall-clock times backwards. Around a clock change going back, a later wall-clock
-    time can be an earlier instant (at 01:10 EST, 01:59 EDT has passed), so the walk starts
-    a few hours of wall-clock time after ``now``, goes on as far past the first fire time
-    it finds, and keeps the latest instant."""
-    zone = ZoneInfo(timezone)
-    # cronsim walks strictly before its start.
-    start = _local(now, zone).replace(second=0, microsecond=0) + _MINUTE + _CLOCK_CHANGE_SPAN
-    stop_before = _local(since, zone) - _CLOCK_CHANGE_SPAN
-    best: datetime | None = None
-    best_local: datetime | None = None
-    walk = CronSim(cron, start, reverse=True)
-    for _ in range(_MAX_CANDIDATES):
-        local = next(walk, None)
-        if local is None or local < stop_before:
+    Walks wall-clock times backwards from ``now``. Taking each time's first occurrence makes
+    wall-clock order the order of instants, with one exception: while the clock repeats an
+    hour, ``now``'s wall-clock time is behind fire times that have passed (at 01:10 EST,
+    01:59 EDT has), so then the walk starts a few hours later and skips what is to come."""
+    tz = load_zone(timezone)
+    local_now = now.astimezone(tz)
+    start = local_now.replace(tzinfo=None, second=0, microsecond=0) + _MINUTE  # cronsim: strictly before
+    if local_now.fold:  # the second pass of a repeated hour
+        start += _CLOCK_CHANGE_SPAN
+    stop_before = _local(since, tz) - _CLOCK_CHANGE_SPAN
+    for local in _walk(CronSim(cron, start, reverse=True)):
+        if local < stop_before:
             break
-        if best_local is not None and local < best_local - _CLOCK_CHANGE_SPAN:
-            break
-        instant = _instant(local, zone)
-        if instant is not None and since <= instant <= now and (best is None or instant > best):
-            best, best_local = instant, local
-    return best
+        instant = _instant(local, tz)
+        if instant is not None and instant <= now:
+            return instant if instant >= since else None
+    return None
 
 
-def _instants(walk: CronSim, zone: ZoneInfo) -> Iterator[datetime]:
-    """The instants of the wall-clock times ``walk`` yields, the ones that do not exist left
-    out, each repeated one at its first occurrence."""
+def _walk(walk: CronSim) -> Iterator[datetime]:
+    """cronsim's wall-clock times, at most _MAX_CANDIDATES of them, ending where datetime
+    does (cronsim overflows at the year 1 or 9999)."""
     for _ in range(_MAX_CANDIDATES):
-        local = next(walk, None)
+        try:
+            local = next(walk, None)
+        except OverflowError:
+            return
         if local is None:
             return
-        instant = _instant(local, zone)
-        if instant is None:
-            continue
-        if instant >= LAST_INSTANT:
-            return
-        yield instant
+        yield local
 
 
-def _instant(local: datetime, zone: ZoneInfo) -> datetime | None:
-    """The first instant a naive wall-clock time occurs in ``zone``; None if it never does."""
-    instant = local.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    if instant.astimezone(zone).replace(tzinfo=None) != local:
+def _instant(local: datetime, tz: ZoneInfo) -> datetime | None:
+    """The first instant a naive wall-clock time occurs in ``tz``; None if it never does."""
+    instant = local.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    if instant.astimezone(tz).replace(tzinfo=None) != local:
         return None  # in the gap of a clock change going forward
     return instant
 
 
-def _local(instant: datetime, zone: ZoneInfo) -> datetime:
-    return instant.astimezone(zone).replace(tzinfo=None)
+def _local(instant: datetime, tz: ZoneInfo) -> datetime:
+    return instant.astimezone(tz).replace(tzinfo=None)

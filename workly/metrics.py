@@ -104,8 +104,8 @@ class Metrics:
         )  # fmt: skip
         self.schedule_firings = Counter(
             "workly_schedule_firings",
-            "Schedule firings by outcome: created (a task or event made), duplicate (made before), "
-            "skipped (a missed time, catch_up none)",
+            "Schedule firings by outcome: created (a task or event made at a fire time), triggered "
+            "(made by a trigger), duplicate (made before), skipped (a missed time, catch_up none)",
             ["outcome"], registry=r,
         )  # fmt: skip
         self.schedule_lateness = Histogram(

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from workly.cron import fire_times, latest_fire, next_fire
+from workly.cron import HORIZON_YEARS, fire_times, latest_fire, next_fire
+from workly.errors import InvalidSchedule
 from workly.models import NewTask
 from workly.webhooks import NewEvent
 
@@ -56,11 +57,16 @@ class Schedule:
     updated_at: datetime
 
     def next_runs(self, count: int = NEXT_RUNS) -> list[datetime]:
-        """Its coming fire times, starting at ``next_run_at``."""
+        """Its coming fire times, starting at ``next_run_at`` (only that one when its zone is
+        not in this host's tz database: a schedule stored where it was is still shown)."""
         if self.next_run_at is None:
             return []
         spec = self.spec
-        return [self.next_run_at, *fire_times(spec.cron, spec.timezone, self.next_run_at, count - 1)]
+        try:
+            coming = fire_times(spec.cron, spec.timezone, self.next_run_at, count - 1)
+        except ValueError:
+            coming = []
+        return [self.next_run_at, *coming]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +92,20 @@ class Fired:
 
 
 def first_run(spec: ScheduleSpec, now: datetime) -> datetime | None:
-    """When a schedule created or changed (cron, zone, resumed) at ``now`` fires first."""
-    return None if spec.paused else next_fire(spec.cron, spec.timezone, now)
+    """When a schedule created or changed (cron, zone, resumed) at ``now`` fires first (None
+    while paused). InvalidSchedule for a cron that never fires in its zone, or a stored zone
+    this host's tz database lacks: a schedule that can never fire is refused."""
+    try:
+        coming = next_fire(spec.cron, spec.timezone, now)
+    except ValueError as exc:
+        raise InvalidSchedule(f"{exc}: give the schedule another timezone") from None
+    if coming is None:
+        raise InvalidSchedule(
+            f"cron {spec.cron!r} never fires in {spec.timezone} (not within {HORIZON_YEARS} years): "
+            "its times do not exist there (a day no month has, a skipped hour), or its day-of-month "
+            "and day-of-week fields, one starting with *, never agree"
+        )
+    return None if spec.paused else coming
 
 
 def firing_key(schedule_id: str, fire_at: datetime) -> str:

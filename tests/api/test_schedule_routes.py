@@ -256,3 +256,59 @@ async def test_an_event_schedule_takes_no_queue_in_a_change(api: Api) -> None:
     # A task instead: it goes to the queue given, or "default".
     turned = (await api.http.patch(path, json={"task": {"url": HOOK}})).json()
     assert (turned["queue"], turned["event"]) == ("default", None)
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone"),
+    [
+        ("0 0 */31 * 1#5", "UTC"),  # day 31 that is also a fifth Monday: never
+        ("0 0 31 2,4 *", "UTC"),  # refused by cronsim already
+        ("30 2 * 3 0L", "Europe/Amsterdam"),  # the last Sunday of March at 02:30: always skipped there
+    ],
+)
+async def test_a_cron_that_never_fires_is_refused(api: Api, cron: str, zone: str) -> None:
+    response = await api.http.post("/v1/schedules", json={"cron": cron, "timezone": zone, "task": TASK})
+    body = assert_problem(response, 422)
+    assert "never fires" in body["detail"] or "day-of-month" in body["detail"]
+    assert await schedule_ids(api) == []
+    schedule = await create(api, {"cron": "* * * * *", "task": TASK})
+    refused = await api.http.patch(f"/v1/schedules/{schedule['id']}", json={"cron": cron, "timezone": zone})
+    assert_problem(refused, 422)
+    assert (await api.http.get(f"/v1/schedules/{schedule['id']}")).json() == schedule
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules", "Factory", "right/UTC"])
+async def test_names_that_are_not_places_are_not_time_zones(api: Api, zone: str) -> None:
+    response = await api.http.post(
+        "/v1/schedules", json={"cron": "* * * * *", "timezone": zone, "task": TASK}
+    )
+    assert "time zone" in assert_problem(response, 422)["detail"]
+
+
+async def test_a_schedule_as_read_can_be_sent_back_as_a_change(api: Api) -> None:
+    task = {
+        "url": HOOK,
+        "body": {"a": [1, 2]},
+        "headers": {"x-a": "1"},
+        "max_attempts": 4,
+        "stop_on": ["404"],
+    }
+    schedule = await create(api, {"cron": "* * * * *", "task": task})
+    assert "body_base64" not in schedule["task"] and schedule["task"]["body"] == {"a": [1, 2]}
+    binary = await create(api, {"cron": "* * * * *", "task": {"url": HOOK, "body_base64": "AP8="}})
+    assert "body" not in binary["task"] and binary["task"]["body_base64"] == "AP8="
+    for one in (schedule, binary):
+        path = f"/v1/schedules/{one['id']}"
+        sent_back = await api.http.patch(path, json={"task": one["task"], "cron": one["cron"]})
+        assert sent_back.status_code == 200, sent_back.text
+        assert sent_back.json()["task"] == one["task"]
+
+
+async def test_the_api_reference_leaves_out_what_a_schedule_refuses(api: Api) -> None:
+    schemas = (await api.http.get("/openapi.json")).json()["components"]["schemas"]
+    for name in ("ScheduleTaskIn", "ScheduleEventIn"):
+        assert not {"delay", "run_at", "idempotency_key"} & schemas[name]["properties"].keys()
+    assert (
+        "url" in schemas["ScheduleTaskIn"]["properties"]
+        and "type" in schemas["ScheduleEventIn"]["properties"]
+    )

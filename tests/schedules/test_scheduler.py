@@ -6,10 +6,12 @@ a second or two away (the real one would make a test wait up to a minute)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -17,7 +19,9 @@ from tests.support.clock import FakeClock
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.servers import TEST_SECRET, in_process
 from workly.config import Settings
+from workly.schedules import Fired
 from workly.service import Service
+from workly.service.scheduler import Scheduler
 
 HOOK = "http://127.0.0.1:9/hook"  # never contacted: the dispatcher is off where it is used
 
@@ -168,3 +172,82 @@ async def test_a_lowered_body_limit_refuses_new_templates_but_not_a_pause(databa
         refused = await http.patch(path, json={"task": task})
         assert refused.status_code == 413 and refused.headers["content-type"] == "application/problem+json"
         assert (await http.get(path)).json()["task"]["body"] == "x" * 100
+
+
+async def set_stored_timezone(database_url: str, schedule_id: str, zone: str) -> None:
+    """What a process with an older tz database finds: a zone it cannot load (written straight
+    into the database, as no API would take it)."""
+    if database_url.startswith("sqlite"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as db:
+            db.execute("UPDATE schedules SET timezone = ? WHERE id = ?", (zone, schedule_id))
+        return
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("UPDATE schedules SET timezone = $1 WHERE id = $2", zone, schedule_id)
+    finally:
+        await conn.close()
+
+
+async def test_a_schedule_this_host_cannot_plan_does_not_hold_up_the_others(
+    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, database_url: str
+) -> None:
+    service, http = paused_service
+    broken = await create(http, {"cron": "* * * * *", "queue": "s", "task": {"url": HOOK}})
+    fine = [await create(http, {"cron": "* * * * *", "queue": "s", "task": {"url": HOOK}}) for _ in range(2)]
+    await set_stored_timezone(database_url, broken["id"], "America/Nowhere")
+    clock.advance(60)
+    fired = await service.scheduler.fire_due()
+    assert {f.schedule_id for f in fired if f.created} == {s["id"] for s in fine}
+    listed = await http.get("/v1/schedules")
+    assert listed.status_code == 200  # it is still shown, with the one next run it has
+    after = (await http.get(f"/v1/schedules/{broken['id']}")).json()
+    assert after["last_task_id"] is None and parse(after["next_run_at"]) == clock() + timedelta(minutes=1)
+    assert after["next_runs"] == [after["next_run_at"]]
+    resumed = await http.patch(f"/v1/schedules/{broken['id']}", json={"cron": "*/5 * * * *"})
+    assert resumed.status_code == 422 and "America/Nowhere" in resumed.json()["detail"]
+    fixed = await http.patch(f"/v1/schedules/{broken['id']}", json={"timezone": "UTC"})
+    assert fixed.status_code == 200 and len(fixed.json()["next_runs"]) == 5
+
+
+async def test_triggers_are_counted_apart_from_fire_times(
+    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock
+) -> None:
+    _, http = paused_service
+    schedule = await create(http, {"cron": "0 0 1 1 *", "queue": "s", "task": {"url": HOOK}})
+    assert (await http.post(f"/v1/schedules/{schedule['id']}/trigger")).status_code == 200
+    metrics = (await http.get("/metrics")).text
+    assert 'workly_schedule_firings_total{outcome="triggered"} 1.0' in metrics
+    assert 'workly_schedule_firings_total{outcome="created"}' not in metrics
+    assert "workly_schedule_lateness_seconds_count 0.0" in metrics
+
+
+class EndlessSchedules:
+    """A storage stand-in whose every batch of due schedules is full: more keep coming."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.first_batch = asyncio.Event()
+
+    async def fire_due_schedules(
+        self, now: datetime, limit: int, plan: object, new_task_id: object
+    ) -> list[Fired]:
+        self.batches += 1
+        self.first_batch.set()
+        await asyncio.sleep(0)
+        return [
+            Fired(f"sch_{self.batches}_{n}", now, task_id=f"task_{n}", created=True) for n in range(limit)
+        ]
+
+
+async def test_a_long_round_stops_with_the_scheduler_and_wakes_dispatchers_batch_by_batch(
+    clock: FakeClock,
+) -> None:
+    storage = EndlessSchedules()
+    wakes: list[int] = []
+    scheduler = Scheduler(storage, clock, lambda: wakes.append(storage.batches), batch=10)  # type: ignore[arg-type]
+    round_ = asyncio.create_task(scheduler.fire_due())
+    await storage.first_batch.wait()
+    await asyncio.wait_for(scheduler.stop(), timeout=5)
+    fired = await asyncio.wait_for(round_, timeout=5)
+    assert len(fired) == 10 * storage.batches
+    assert wakes == list(range(1, storage.batches + 1))  # each batch woke them as it committed

@@ -168,7 +168,7 @@ async def test_paused_schedules_never_fire_but_can_be_triggered(storage: Storage
     clock.advance(3600)
     assert await fire(storage, clock) == []
     now = clock()
-    made = await storage.trigger_schedule(
+    made, answered = await storage.trigger_schedule(
         schedule.id,
         now,
         lambda s: plan_firing(s, now, new_task_id(), new_id("evt"), trigger=True),
@@ -178,11 +178,8 @@ async def test_paused_schedules_never_fire_but_can_be_triggered(storage: Storage
     [task] = await tasks_of(storage)
     assert task.id == made.task_id and task.run_at == now
     after = await storage.get_schedule(schedule.id)
-    assert after is not None and (after.next_run_at, after.last_task_id, after.last_run_at) == (
-        None,
-        task.id,
-        now,
-    )
+    assert after == answered  # the schedule as the trigger's transaction left it
+    assert (after.next_run_at, after.last_task_id, after.last_run_at) == (None, task.id, now)
     with pytest.raises(ScheduleNotFound):
         await storage.trigger_schedule("sch_missing", now, planner(now), new_task_id)
 
@@ -191,7 +188,7 @@ async def test_a_firing_made_before_is_not_made_again(storage: Storage, clock: F
     schedule = await create(storage, clock, task_spec())
     clock.advance(60)  # exactly 12:01: a trigger now has the key of the 12:01 firing
     now = clock()
-    by_hand = await storage.trigger_schedule(
+    by_hand, _ = await storage.trigger_schedule(
         schedule.id,
         now,
         lambda s: plan_firing(s, now, new_task_id(), new_id("evt"), trigger=True),

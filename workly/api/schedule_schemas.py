@@ -4,10 +4,11 @@ like every request body of API v1."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from workly.api.schemas import TaskIn, _Strict
 from workly.api.webhook_schemas import EventIn
@@ -19,6 +20,8 @@ from workly.webhooks import NewEvent
 DEFAULT_QUEUE = "default"
 # Set by each firing: the task is due at its fire time, and the firing's key makes it once.
 _SET_PER_FIRING = ("delay", "run_at", "idempotency_key")
+# new_task and new_event add a delay to "now": a template has none, so no now is needed.
+_NO_DELAY = datetime(1970, 1, 1, tzinfo=UTC)
 ScheduleName = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
 QueueName = Annotated[str, Field(max_length=128, pattern=f"^{QUEUE_NAME}$")]
 Cron = Annotated[
@@ -45,7 +48,11 @@ def _refuse_per_firing_fields(data: Any, what: str) -> Any:
 
 
 class ScheduleTaskIn(TaskIn):
-    """An enqueue body without delay, run_at and idempotency_key."""
+    """An enqueue body without delay, run_at and idempotency_key (left out of the schema too)."""
+
+    delay: SkipJsonSchema[None] = None
+    run_at: SkipJsonSchema[None] = None
+    idempotency_key: SkipJsonSchema[None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -53,11 +60,16 @@ class ScheduleTaskIn(TaskIn):
         return _refuse_per_firing_fields(data, "task")
 
     def template(self, queue: str) -> NewTask:
-        return replace(self.new_task(queue, datetime.min), id="")
+        """The task each firing makes, less its id, run_at and key (the firing's)."""
+        return replace(self.new_task(queue, _NO_DELAY), id="")
 
 
 class ScheduleEventIn(EventIn):
-    """A publish body without delay, run_at and idempotency_key."""
+    """A publish body without delay, run_at and idempotency_key (left out of the schema too)."""
+
+    delay: SkipJsonSchema[None] = None
+    run_at: SkipJsonSchema[None] = None
+    idempotency_key: SkipJsonSchema[None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -65,7 +77,8 @@ class ScheduleEventIn(EventIn):
         return _refuse_per_firing_fields(data, "event")
 
     def template(self) -> NewEvent:
-        return replace(self.new_event(datetime.min, None), id="")
+        """The event each firing publishes, less its id, run_at and key (the firing's)."""
+        return replace(self.new_event(_NO_DELAY, None), id="")
 
 
 class _Timing(_Strict):

@@ -141,6 +141,10 @@ class ApiClient:
     def create_schedule(self, schedule: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/v1/schedules", json=schedule)
 
+    def update_schedule(self, schedule_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change the fields in ``changes`` (``name: None`` removes the name); the others stay."""
+        return self._call("PATCH", f"/v1/schedules/{_schedule(schedule_id)}", json=changes)
+
     def set_schedule_paused(self, schedule_id: str, paused: bool) -> dict[str, Any]:
         action = "pause" if paused else "resume"
         return self._call("POST", f"/v1/schedules/{_schedule(schedule_id)}/{action}")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from workly.client import operations as bulk
-from workly.client import render
+from workly.client import render, task_options
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
 from workly.client.inputs import InputError, parse_delay, parse_headers, read_data
@@ -49,20 +49,14 @@ def enqueue(
     delay: Annotated[str | None, typer.Option(help="deliver later: 30s, 10m, 2h, 1d")] = None,
     method: Annotated[str, typer.Option(help="HTTP method")] = "POST",
     header: Annotated[list[str] | None, typer.Option(help="'Name: value', repeatable")] = None,
-    key: Annotated[str | None, typer.Option(help="ordering key")] = None,
-    tenant: Annotated[str | None, typer.Option(help="tenant, for fair sharing")] = None,
-    priority: Annotated[int | None, typer.Option(help="higher first")] = None,
-    max_attempts: Annotated[int | None, typer.Option(help="attempts before the task fails")] = None,
-    stop_on: Annotated[
-        list[str] | None, typer.Option(help="a status (404) or class (4xx) that fails it at once; repeatable")
-    ] = None,
-    deadline: Annotated[
-        str | None, typer.Option(help="no attempt starts later than this after now: 5m, 1h")
-    ] = None,
-    callback_url: Annotated[str | None, typer.Option(help="called once after it succeeded")] = None,
-    failure_callback_url: Annotated[
-        str | None, typer.Option(help="called once after it failed for good")
-    ] = None,
+    key: task_options.Key = None,
+    tenant: task_options.Tenant = None,
+    priority: task_options.Priority = None,
+    max_attempts: task_options.MaxAttempts = None,
+    stop_on: task_options.StopOn = None,
+    deadline: task_options.Deadline = None,
+    callback_url: task_options.CallbackUrl = None,
+    failure_callback_url: task_options.FailureCallbackUrl = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
@@ -74,17 +68,15 @@ def enqueue(
             body["body"] = read_data(data)
         if delay is not None:
             body["delay"] = parse_delay(delay)
-        if deadline is not None:
-            body["deadline"] = parse_delay(deadline)
         if header:
             body["headers"] = parse_headers(header)
+        body.update(
+            task_options.task_fields(
+                key, tenant, priority, max_attempts, stop_on, deadline, callback_url, failure_callback_url
+            )
+        )
     except InputError as exc:
         usage_error(str(exc))
-    optional = {
-        "key": key, "tenant": tenant, "priority": priority, "max_attempts": max_attempts, "stop_on": stop_on,
-        "callback_url": callback_url, "failure_callback_url": failure_callback_url,
-    }  # fmt: skip
-    body.update({name: value for name, value in optional.items() if value is not None})
     stored = ask(server, token, lambda api: api.enqueue(queue, body))
     show(stored, as_json, render.enqueued)
 

@@ -217,7 +217,12 @@ def payload(event: dict[str, Any]) -> str:
     raw = base64.b64decode(event["payload_base64"])
     if event["payload"] is None and raw.strip() != b"null":
         return f"{len(raw)} bytes, not JSON (payload_base64 in --json)"
-    text = json.dumps(event["payload"], separators=(",", ":"), ensure_ascii=False)
+    return short_json(event["payload"])
+
+
+def short_json(value: Any) -> str:
+    """A JSON value as compact JSON, shortened to a line."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return text if len(text) <= _PAYLOAD_MAX else text[: _PAYLOAD_MAX - 1] + "… (--json shows it all)"
 
 

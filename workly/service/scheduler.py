@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from workly.clock import Clock
 from workly.ids import new_id, new_task_id
@@ -26,6 +26,8 @@ from workly.storage.base import FiringPlan, Storage
 log = logging.getLogger("workly.scheduler")
 BATCH = 100  # schedules fired per transaction
 _SOONEST = 0.001  # seconds: a wake-up never spins
+_HELD_ELSEWHERE = 0.05  # seconds between looks while another process fires what is due
+_RETRY_UNPLANNABLE = timedelta(minutes=1)
 
 
 class Scheduler:
@@ -64,17 +66,20 @@ class Scheduler:
             await asyncio.gather(self._loop, return_exceptions=True)
 
     async def fire_due(self) -> list[Fired]:
-        """Fire every schedule due now, a batch per transaction; what was fired."""
+        """Fire every schedule due now, a batch per transaction, until none is left or the
+        scheduler stops; what was fired. Each batch that made something wakes the dispatchers
+        as it commits. "Now" is the round's: a long round does not make its later batches'
+        fire times look missed."""
+        now = self._clock()
         fired: list[Fired] = []
-        while True:
-            now = self._clock()
+        while not self._stopping:
             batch = await self._storage.fire_due_schedules(now, self._batch, _planner(now), new_task_id)
-            count_firings(self._metrics, batch, now)
+            count_firings(self._metrics, batch, self._clock())
+            if any(made.created for made in batch):
+                self._work_available()
             fired.extend(batch)
             if len(batch) < self._batch:
                 break
-        if any(made.created for made in fired):
-            self._work_available()
         return fired
 
     async def _run(self) -> None:
@@ -97,22 +102,34 @@ class Scheduler:
         if next_run_at is None:
             return self._poll_interval
         wait = (next_run_at - self._clock()).total_seconds()
+        if wait <= 0:
+            # Still due after a round: another process holds it (PostgreSQL SKIP LOCKED) and
+            # moves it on when it commits. Look again soon, without spinning.
+            return min(self._poll_interval, _HELD_ELSEWHERE)
         return min(self._poll_interval, max(_SOONEST, wait))
 
 
 def _planner(now: datetime) -> FiringPlan:
     def plan(schedule: Schedule) -> Firing:
-        return plan_firing(schedule, now, new_task_id(), new_id("evt"))
+        try:
+            return plan_firing(schedule, now, new_task_id(), new_id("evt"))
+        except ValueError as exc:
+            # Its stored zone is not in this host's tz database (a process on an older
+            # tzdata): it alone waits, looking again in a minute; the batch goes on.
+            log.warning("schedule %s cannot fire here: %s (trying again in a minute)", schedule.id, exc)
+            return Firing(next_run_at=now + _RETRY_UNPLANNABLE)
 
     return plan
 
 
-def count_firings(metrics: Metrics, fired: Sequence[Fired], now: datetime) -> None:
+def count_firings(metrics: Metrics, fired: Sequence[Fired], stored_at: datetime) -> None:
+    """Firings by outcome, and how late each made its task or event (``stored_at``: after
+    the commit)."""
     for made in fired:
         if made.fire_at is None:
             metrics.schedule_firings.labels("skipped").inc()
         elif made.created:
             metrics.schedule_firings.labels("created").inc()
-            metrics.schedule_lateness.observe(max(0.0, (now - made.fire_at).total_seconds()))
+            metrics.schedule_lateness.observe(max(0.0, (stored_at - made.fire_at).total_seconds()))
         else:
             metrics.schedule_firings.labels("duplicate").inc()

@@ -16,7 +16,6 @@ from workly.errors import InvalidSchedule, ScheduleNotFound, TooLarge
 from workly.ids import new_id, new_task_id
 from workly.schedules import Schedule, ScheduleSpec, first_run, plan_firing
 from workly.service.part import ServicePart
-from workly.service.scheduler import count_firings
 from workly.service.webhooks import check_not_endpoint_queue
 
 _SPEC_FIELDS = frozenset({"name", "cron", "timezone", "task", "event", "queue", "paused", "catch_up"})
@@ -34,7 +33,8 @@ class ScheduleUseCases(ServicePart):
         The cron and time zone are checked by the caller (api/schedule_schemas.py)."""
         self._check(spec)
         now = self.now()
-        schedule = await self._storage().create_schedule(new_id("sch"), spec, first_run(spec, now), now)
+        next_run_at = first_run(spec, now)
+        schedule = await self._storage().create_schedule(new_id("sch"), spec, next_run_at, now)
         self._scheduler_wake()
         return schedule
 
@@ -55,6 +55,9 @@ class ScheduleUseCases(ServicePart):
         unknown = set(changes) - _SPEC_FIELDS
         assert not unknown, f"not schedule fields: {unknown}"
         now = self.now()
+        if {"cron", "timezone"} & changes.keys():
+            # A cron that never fires takes a while to tell: refused before the transaction.
+            first_run(_changed((await self.get_schedule(schedule_id)).spec, changes), now)
 
         def change(current: Schedule) -> tuple[ScheduleSpec, datetime | None]:
             spec = _changed(current.spec, changes)
@@ -84,16 +87,16 @@ class ScheduleUseCases(ServicePart):
         """Fire once now (paused or not), its next run unchanged; the schedule afterwards
         (``last_task_id`` or ``last_event_id`` names what the firing made)."""
         now = self.now()
-        made = await self._storage().trigger_schedule(
+        made, schedule = await self._storage().trigger_schedule(
             schedule_id,
             now,
-            lambda schedule: plan_firing(schedule, now, new_task_id(), new_id("evt"), trigger=True),
+            lambda current: plan_firing(current, now, new_task_id(), new_id("evt"), trigger=True),
             new_task_id,
         )
-        count_firings(self.metrics, [made], now)
+        self.metrics.schedule_firings.labels("triggered" if made.created else "duplicate").inc()
         if made.created:
             self.work_available()
-        return await self.get_schedule(schedule_id)
+        return schedule
 
     def _check(self, spec: ScheduleSpec) -> None:
         """A schedule makes either a task or an event, of an acceptable size, never into an

@@ -300,9 +300,10 @@ class Storage(Protocol):
 
     async def trigger_schedule(
         self, schedule_id: str, now: datetime, plan: FiringPlan, new_task_id: Callable[[], str]
-    ) -> Fired:
+    ) -> tuple[Fired, Schedule]:
         """Fire one schedule now, whether due or paused, as fire_due_schedules fires a due one
-        (waiting for a firing of it in flight). Raises ScheduleNotFound."""
+        (waiting for a firing of it in flight); the firing and the schedule as it committed.
+        Raises ScheduleNotFound."""
 
     async def next_schedule_at(self) -> datetime | None:
         """The earliest next run of any schedule (None: no schedule will fire)."""

@@ -96,13 +96,13 @@ class PostgresSchedules:
 
     async def trigger_schedule(
         self, schedule_id: str, now: datetime, plan: FiringPlan, new_task_id: Callable[[], str]
-    ) -> Fired:
+    ) -> tuple[Fired, Schedule]:
         async with self._pool.acquire() as conn, conn.transaction():
             row = await fetchrow(conn, self._q.lock_schedule, id=schedule_id)
             if row is None:
                 raise ScheduleNotFound(schedule_id)
             [made] = await self._fire(conn, [_schedule(row)], now, plan, new_task_id)
-            return made
+            return made, _schedule(await fetchrow(conn, self._q.get_schedule, id=schedule_id))
 
     async def next_schedule_at(self) -> datetime | None:
         row = await fetchrow(self._pool, self._q.next_schedule_at)

@@ -41,7 +41,6 @@ class SqliteSchedules:
     _writer: SqliteThread
     _reader: SqliteThread
     _acknowledged: SynchronousMode
-    _bookkeeping: SynchronousMode
 
     async def create_schedule(
         self, schedule_id: str, spec: ScheduleSpec, next_run_at: datetime | None, now: datetime
@@ -75,15 +74,16 @@ class SqliteSchedules:
     async def fire_due_schedules(
         self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str]
     ) -> list[Fired]:
-        # Bookkeeping durability, as claims: a firing a power loss rolls back is rolled back
-        # with the schedule's advance, so the schedule fires it again (catch_up).
+        # Durable like an acknowledged enqueue, not like a claim: a firing that a power loss
+        # rolled back would be made again as another task, under another webhook-id, though
+        # its first task may have been delivered already.
         return await self._writer.transaction(
-            self._bookkeeping, _fire_due, to_us(now), limit, plan, new_task_id
+            self._acknowledged, _fire_due, to_us(now), limit, plan, new_task_id
         )
 
     async def trigger_schedule(
         self, schedule_id: str, now: datetime, plan: FiringPlan, new_task_id: Callable[[], str]
-    ) -> Fired:
+    ) -> tuple[Fired, Schedule]:
         return await self._writer.transaction(
             self._acknowledged, _trigger, schedule_id, to_us(now), plan, new_task_id
         )
@@ -101,9 +101,14 @@ def _update_schedule(db: Db, schedule_id: str, change: ScheduleChange, now_us: i
     spec, next_run_at = change(_schedule(row))
     params = {"id": schedule_id, "now": now_us, **spec_params(spec, _us_or_null(next_run_at))}
     execute(db, _q().update_schedule, params)
-    changed = fetchone(db, _q().get_schedule, {"id": schedule_id})
-    assert changed is not None
-    return _schedule(changed)
+    return _read_schedule(db, schedule_id)
+
+
+def _read_schedule(db: Db, schedule_id: str) -> Schedule:
+    """A schedule this transaction holds (it cannot have gone)."""
+    row = fetchone(db, _q().get_schedule, {"id": schedule_id})
+    assert row is not None
+    return _schedule(row)
 
 
 def _fire_due(
@@ -115,12 +120,12 @@ def _fire_due(
 
 def _trigger(
     db: Db, schedule_id: str, now_us: int, plan: FiringPlan, new_task_id: Callable[[], str]
-) -> Fired:
+) -> tuple[Fired, Schedule]:
     row = fetchone(db, _q().lock_schedule, {"id": schedule_id})
     if row is None:
         raise ScheduleNotFound(schedule_id)
     [made] = _fire(db, [_schedule(row)], now_us, plan, new_task_id)
-    return made
+    return made, _read_schedule(db, schedule_id)
 
 
 def _fire(

@@ -14,20 +14,29 @@ from workly.webhooks import NewEvent
 
 
 def _task_template_json(task: NewTask) -> dict[str, Any]:
-    """The task each firing makes, in the fields of an enqueue body."""
-    return {
+    """The task each firing makes, as an enqueue body that would make it: ``body`` when it
+    reads as JSON or text, else ``body_base64`` (never both, so it can be sent back as it is
+    in a PATCH)."""
+    shown = {
         **request_json(task),
         "max_attempts": task.max_attempts,
         "stop_on": None if task.stop_on is None else list(task.stop_on),
     }
+    if shown["body"] is None:
+        del shown["body"]
+    else:
+        del shown["body_base64"]
+    return shown
 
 
 def _event_template_json(event: NewEvent) -> dict[str, Any]:
-    """The event each firing publishes, in the fields of a publish body."""
+    """The event each firing publishes, as a publish body that would make it: ``payload`` for
+    JSON, else ``payload_base64`` (never both)."""
+    payload = payload_view(event.content_type, event.payload)
+    shown = "payload" if payload is not None or event.payload == b"null" else "payload_base64"
     return {
         "type": event.type,
-        "payload": payload_view(event.content_type, event.payload),
-        "payload_base64": base64.b64encode(event.payload).decode(),
+        shown: payload if shown == "payload" else base64.b64encode(event.payload).decode(),
         "tenant": event.tenant,
         "key": event.key,
         "callback_url": event.callback_url,
