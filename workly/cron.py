@@ -115,7 +115,7 @@ def fire_times(cron: str, timezone: str, after: datetime, count: int) -> list[da
         if local.year > last_year:
             break
         instant = _instant(local, tz)
-        if instant is not None and instant > after:
+        if instant is not None and after < instant < LAST_INSTANT:
             found.append(instant)
             if len(found) == count:
                 break

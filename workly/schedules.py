@@ -92,9 +92,16 @@ class Fired:
 
 
 def first_run(spec: ScheduleSpec, now: datetime) -> datetime | None:
-    """When a schedule created or changed (cron, zone, resumed) at ``now`` fires first (None
-    while paused). InvalidSchedule for a cron that never fires in its zone, or a stored zone
-    this host's tz database lacks: a schedule that can never fire is refused."""
+    """When a schedule created or changed (cron, zone, resumed) at ``now`` fires first; None
+    while paused (nothing is computed: a paused schedule whose zone this host lacks can
+    still be paused). InvalidSchedule when it has no fire time (see next_run)."""
+    return None if spec.paused else next_run(spec, now)
+
+
+def next_run(spec: ScheduleSpec, now: datetime) -> datetime:
+    """The first fire time after ``now``, paused or not. InvalidSchedule for a cron that never
+    fires in its zone (within HORIZON_YEARS), or a zone this host's tz database lacks: a
+    schedule that can never fire is refused."""
     try:
         coming = next_fire(spec.cron, spec.timezone, now)
     except ValueError as exc:
@@ -105,7 +112,7 @@ def first_run(spec: ScheduleSpec, now: datetime) -> datetime | None:
             "its times do not exist there (a day no month has, a skipped hour), or its day-of-month "
             "and day-of-week fields, one starting with *, never agree"
         )
-    return None if spec.paused else coming
+    return coming
 
 
 def firing_key(schedule_id: str, fire_at: datetime) -> str:

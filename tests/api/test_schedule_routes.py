@@ -4,6 +4,7 @@ stored. The scheduler does not run here (``dispatch=False``): only triggers fire
 
 from __future__ import annotations
 
+import base64
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -312,3 +313,54 @@ async def test_the_api_reference_leaves_out_what_a_schedule_refuses(api: Api) ->
         "url" in schemas["ScheduleTaskIn"]["properties"]
         and "type" in schemas["ScheduleEventIn"]["properties"]
     )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    ("task", "shown"),
+    [
+        ({"url": HOOK, "body_base64": b64(b"hello")}, "body_base64"),  # as "body" it would become JSON
+        ({"url": HOOK, "body_base64": b64(b"not json"), "headers": {"content-type": "application/json"}},
+         "body_base64"),
+        ({"url": HOOK, "body_base64": b64(b'{"a": 1}')}, "body_base64"),  # not compact
+        ({"url": HOOK, "body": "plain", "headers": {"content-type": "text/plain"}}, "body"),
+        ({"url": HOOK, "body": None}, "body_base64"),  # no body at all: body_base64 null
+        ({"url": HOOK, "body": {"n": None}}, "body"),
+    ],
+)  # fmt: skip
+async def test_a_read_task_sent_back_stores_the_same_bytes(
+    api: Api, task: dict[str, Any], shown: str
+) -> None:
+    schedule = await create(api, {"cron": "* * * * *", "queue": "q", "task": task})
+    assert shown in schedule["task"] and ({"body", "body_base64"} - {shown}).isdisjoint(schedule["task"])
+    before = await api.task(
+        (await api.http.post(f"/v1/schedules/{schedule['id']}/trigger")).json()["last_task_id"]
+    )
+    path = f"/v1/schedules/{schedule['id']}"
+    assert (await api.http.patch(path, json={"task": schedule["task"]})).status_code == 200
+    after = await api.task((await api.http.post(f"{path}/trigger")).json()["last_task_id"])
+    assert (after["body_base64"], after["headers"]) == (before["body_base64"], before["headers"])
+
+
+@pytest.mark.parametrize(
+    ("event", "shown"),
+    [
+        ({"type": "a.b", "payload": None}, "payload"),
+        ({"type": "a.b", "payload_base64": b64(b"null")}, "payload_base64"),  # bytes, not JSON
+        ({"type": "a.b", "payload_base64": b64(b"\x00\xff")}, "payload_base64"),
+    ],
+)
+async def test_a_read_event_sent_back_publishes_the_same_payload(
+    api: Api, event: dict[str, Any], shown: str
+) -> None:
+    schedule = await create(api, {"cron": "* * * * *", "event": event})
+    assert shown in schedule["event"] and ({"payload", "payload_base64"} - {shown}).isdisjoint(
+        schedule["event"]
+    )
+    path = f"/v1/schedules/{schedule['id']}"
+    assert (await api.http.patch(path, json={"event": schedule["event"]})).json()["event"] == schedule[
+        "event"
+    ]

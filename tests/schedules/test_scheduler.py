@@ -188,25 +188,43 @@ async def set_stored_timezone(database_url: str, schedule_id: str, zone: str) ->
         await conn.close()
 
 
-async def test_a_schedule_this_host_cannot_plan_does_not_hold_up_the_others(
+async def test_a_schedule_this_host_cannot_plan_is_left_due_for_a_host_that_can(
     paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, database_url: str
 ) -> None:
     service, http = paused_service
-    broken = await create(http, {"cron": "* * * * *", "queue": "s", "task": {"url": HOOK}})
+    broken = await create(http, {"cron": "0 * * * *", "queue": "s", "task": {"url": HOOK}})
     fine = [await create(http, {"cron": "* * * * *", "queue": "s", "task": {"url": HOOK}}) for _ in range(2)]
     await set_stored_timezone(database_url, broken["id"], "America/Nowhere")
-    clock.advance(60)
+    clock.advance(3600.2)  # 13:00:00.2: all three are due
     fired = await service.scheduler.fire_due()
-    assert {f.schedule_id for f in fired if f.created} == {s["id"] for s in fine}
+    assert {f.schedule_id for f in fired} == {s["id"] for s in fine}  # the others went on
     listed = await http.get("/v1/schedules")
-    assert listed.status_code == 200  # it is still shown, with the one next run it has
-    after = (await http.get(f"/v1/schedules/{broken['id']}")).json()
-    assert after["last_task_id"] is None and parse(after["next_run_at"]) == clock() + timedelta(minutes=1)
-    assert after["next_runs"] == [after["next_run_at"]]
-    resumed = await http.patch(f"/v1/schedules/{broken['id']}", json={"cron": "*/5 * * * *"})
-    assert resumed.status_code == 422 and "America/Nowhere" in resumed.json()["detail"]
-    fixed = await http.patch(f"/v1/schedules/{broken['id']}", json={"timezone": "UTC"})
-    assert fixed.status_code == 200 and len(fixed.json()["next_runs"]) == 5
+    assert listed.status_code == 200  # still shown, with the one next run it has
+    left = (await http.get(f"/v1/schedules/{broken['id']}")).json()
+    assert (left["next_run_at"], left["last_task_id"]) == (broken["next_run_at"], None)  # still due
+    assert left["next_runs"] == [left["next_run_at"]]
+    paused = await http.post(f"/v1/schedules/{broken['id']}/pause")  # an operator can still stop it
+    assert paused.status_code == 200 and paused.json()["next_run_at"] is None
+    await http.post(f"/v1/schedules/{broken['id']}/resume")  # back as it was: due from the next hour
+    refused = await http.patch(f"/v1/schedules/{broken['id']}", json={"cron": "*/5 * * * *"})
+    assert refused.status_code == 422 and "America/Nowhere" in refused.json()["detail"]
+
+
+async def test_a_host_with_the_zone_fires_the_real_fire_time_the_other_left(
+    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, database_url: str
+) -> None:
+    service, http = paused_service
+    schedule = await create(http, {"cron": "0 * * * *", "queue": "s", "task": {"url": HOOK}})
+    await set_stored_timezone(database_url, schedule["id"], "America/Nowhere")
+    clock.advance(3600.2)
+    assert await service.scheduler.fire_due() == []
+    assert await service.scheduler.fire_due() == []  # not tried again within the minute
+    await set_stored_timezone(database_url, schedule["id"], "UTC")  # what a host that has it sees
+    other_host = Scheduler(service._storage(), clock, lambda: None)
+    [made] = await other_host.fire_due()
+    task = (await http.get(f"/v1/tasks/{made.task_id}")).json()
+    assert task["run_at"] == "2030-01-01T13:00:00Z"  # the real fire time, under its own key
+    assert task["idempotency_key"] == f"schedule:{schedule['id']}:2030-01-01T13:00:00Z"
 
 
 async def test_triggers_are_counted_apart_from_fire_times(
@@ -229,7 +247,7 @@ class EndlessSchedules:
         self.first_batch = asyncio.Event()
 
     async def fire_due_schedules(
-        self, now: datetime, limit: int, plan: object, new_task_id: object
+        self, now: datetime, limit: int, plan: object, new_task_id: object, skip: object = ()
     ) -> list[Fired]:
         self.batches += 1
         self.first_batch.set()
@@ -246,7 +264,7 @@ async def test_a_long_round_stops_with_the_scheduler_and_wakes_dispatchers_batch
     wakes: list[int] = []
     scheduler = Scheduler(storage, clock, lambda: wakes.append(storage.batches), batch=10)  # type: ignore[arg-type]
     round_ = asyncio.create_task(scheduler.fire_due())
-    await storage.first_batch.wait()
+    await asyncio.wait_for(storage.first_batch.wait(), timeout=5)
     await asyncio.wait_for(scheduler.stop(), timeout=5)
     fired = await asyncio.wait_for(round_, timeout=5)
     assert len(fired) == 10 * storage.batches

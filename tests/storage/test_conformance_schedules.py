@@ -17,7 +17,7 @@ from tests.support.clock import FakeClock
 from workly.errors import ScheduleNotFound
 from workly.ids import new_id, new_task_id
 from workly.models import NewTask, Task
-from workly.schedules import Fired, Schedule, ScheduleSpec, firing_key, first_run, plan_firing
+from workly.schedules import Fired, Firing, Schedule, ScheduleSpec, firing_key, first_run, plan_firing
 from workly.storage.base import FiringPlan, Storage
 from workly.webhooks import EndpointSpec, NewEvent
 
@@ -268,3 +268,22 @@ async def test_a_batch_limit_leaves_the_rest_for_the_next_round(storage: Storage
     assert len(await fire(storage, clock, limit=3)) == 3
     assert len(await fire(storage, clock, limit=3)) == 2
     assert len(await tasks_of(storage)) == 5
+
+
+async def test_skipped_and_unplanned_schedules_are_left_as_they_are(
+    storage: Storage, clock: FakeClock
+) -> None:
+    skipped, unplanned, fired_one = [await create(storage, clock, task_spec()) for _ in range(3)]
+    clock.advance(60)
+    assert await storage.next_schedule_at(skip=[s.id for s in (skipped, unplanned, fired_one)]) is None
+    assert await storage.next_schedule_at(skip=[skipped.id]) == skipped.next_run_at
+    now = clock()
+
+    def plan(schedule: Schedule) -> Firing | None:
+        assert schedule.id != skipped.id, "a skipped schedule is not even read"
+        return None if schedule.id == unplanned.id else planner(now)(schedule)
+
+    [made] = await storage.fire_due_schedules(now, 10, plan, new_task_id, skip=[skipped.id])
+    assert made.schedule_id == fired_one.id
+    for untouched in (skipped, unplanned):
+        assert await storage.get_schedule(untouched.id) == untouched  # still due, as it was

@@ -237,8 +237,10 @@ class ProgressLine:
 
     def draw(self, text: str) -> None:
         if text != self._shown:  # an unchanged line is left alone: no flicker between chunks
-            self._write(f"\r{text}{_ERASE_REST}")
+            # Marked shown before it is written: a Ctrl-C that lands right after the write
+            # (the very moment a person sees the line) still finds a line to clear.
             self._shown = text
+            self._write(f"\r{text}{_ERASE_REST}")
 
     def clear(self) -> None:
         """Leave the cursor at the start of an empty line, for what is printed next."""

@@ -50,6 +50,9 @@ class Scheduler:
         self._woken = asyncio.Event()
         self._stopping = False
         self._loop: asyncio.Task[None] | None = None
+        # Schedules this process could not plan (a zone its tz database lacks), with when to
+        # try again: until then they are left, due, to the processes that can.
+        self._unplannable: dict[str, datetime] = {}
 
     def start(self) -> None:
         self._loop = asyncio.create_task(self._run(), name="workly-scheduler")
@@ -73,7 +76,9 @@ class Scheduler:
         now = self._clock()
         fired: list[Fired] = []
         while not self._stopping:
-            batch = await self._storage.fire_due_schedules(now, self._batch, _planner(now), new_task_id)
+            batch = await self._storage.fire_due_schedules(
+                now, self._batch, self._planner(now), new_task_id, skip=self._skipped(now)
+            )
             count_firings(self._metrics, batch, self._clock())
             if any(made.created for made in batch):
                 self._work_available()
@@ -86,10 +91,11 @@ class Scheduler:
         while not self._stopping:
             self._woken.clear()  # a wake from here on makes one more round
             try:
-                next_run_at = await self._storage.next_schedule_at()  # a read: idle costs no write
+                # A read: an idle process writes nothing.
+                next_run_at = await self._storage.next_schedule_at(self._skipped(self._clock()))
                 if next_run_at is not None and next_run_at <= self._clock():
                     await self.fire_due()
-                    next_run_at = await self._storage.next_schedule_at()
+                    next_run_at = await self._storage.next_schedule_at(self._skipped(self._clock()))
                 delay = self._until(next_run_at)
             except Exception as exc:
                 log.warning("firing schedules failed (trying again in %gs): %s", self._poll_interval, exc)
@@ -97,6 +103,24 @@ class Scheduler:
             # A stop sets the event too: the wait ends at once and the loop with it.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), delay)
+
+    def _planner(self, now: datetime) -> FiringPlan:
+        def plan(schedule: Schedule) -> Firing | None:
+            try:
+                return plan_firing(schedule, now, new_task_id(), new_id("evt"))
+            except ValueError as exc:
+                # Its stored zone is not in this host's tz database (a process on an older
+                # tzdata): left as it is, due, for a process that has it; the batch goes on.
+                log.warning("schedule %s cannot fire here: %s (trying again in a minute)", schedule.id, exc)
+                self._unplannable[schedule.id] = now + _RETRY_UNPLANNABLE
+                return None
+
+        return plan
+
+    def _skipped(self, now: datetime) -> list[str]:
+        """The schedules this process leaves to others for now."""
+        self._unplannable = {key: until for key, until in self._unplannable.items() if until > now}
+        return list(self._unplannable)
 
     def _until(self, next_run_at: datetime | None) -> float:
         if next_run_at is None:
@@ -107,19 +131,6 @@ class Scheduler:
             # moves it on when it commits. Look again soon, without spinning.
             return min(self._poll_interval, _HELD_ELSEWHERE)
         return min(self._poll_interval, max(_SOONEST, wait))
-
-
-def _planner(now: datetime) -> FiringPlan:
-    def plan(schedule: Schedule) -> Firing:
-        try:
-            return plan_firing(schedule, now, new_task_id(), new_id("evt"))
-        except ValueError as exc:
-            # Its stored zone is not in this host's tz database (a process on an older
-            # tzdata): it alone waits, looking again in a minute; the batch goes on.
-            log.warning("schedule %s cannot fire here: %s (trying again in a minute)", schedule.id, exc)
-            return Firing(next_run_at=now + _RETRY_UNPLANNABLE)
-
-    return plan
 
 
 def count_firings(metrics: Metrics, fired: Sequence[Fired], stored_at: datetime) -> None:

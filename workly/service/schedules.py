@@ -7,6 +7,7 @@ clock, settings, metrics and work_available hook. When schedules fire is the sch
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -14,7 +15,7 @@ from typing import Any
 
 from workly.errors import InvalidSchedule, ScheduleNotFound, TooLarge
 from workly.ids import new_id, new_task_id
-from workly.schedules import Schedule, ScheduleSpec, first_run, plan_firing
+from workly.schedules import Schedule, ScheduleSpec, first_run, next_run, plan_firing
 from workly.service.part import ServicePart
 from workly.service.webhooks import check_not_endpoint_queue
 
@@ -33,8 +34,9 @@ class ScheduleUseCases(ServicePart):
         The cron and time zone are checked by the caller (api/schedule_schemas.py)."""
         self._check(spec)
         now = self.now()
-        next_run_at = first_run(spec, now)
-        schedule = await self._storage().create_schedule(new_id("sch"), spec, next_run_at, now)
+        # Off the event loop: telling that a cron never fires walks up to a century.
+        await asyncio.to_thread(next_run, spec, now)
+        schedule = await self._storage().create_schedule(new_id("sch"), spec, first_run(spec, now), now)
         self._scheduler_wake()
         return schedule
 
@@ -56,8 +58,10 @@ class ScheduleUseCases(ServicePart):
         assert not unknown, f"not schedule fields: {unknown}"
         now = self.now()
         if {"cron", "timezone"} & changes.keys():
-            # A cron that never fires takes a while to tell: refused before the transaction.
-            first_run(_changed((await self.get_schedule(schedule_id)).spec, changes), now)
+            # Refused before the transaction, off the event loop, paused or not: telling that a
+            # cron never fires walks up to a century.
+            changed = _changed((await self.get_schedule(schedule_id)).spec, changes)
+            await asyncio.to_thread(next_run, changed, now)
 
         def change(current: Schedule) -> tuple[ScheduleSpec, datetime | None]:
             spec = _changed(current.spec, changes)

@@ -10,7 +10,7 @@ body size) are the service's (workly/service); the storage applies what it is gi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -38,8 +38,9 @@ EndpointChange = Callable[[EndpointSpec], EndpointSpec]
 # A change to a schedule: its new spec and next run, from the stored schedule, decided
 # inside the writing transaction.
 ScheduleChange = Callable[[Schedule], tuple[ScheduleSpec, datetime | None]]
-# What a firing of a schedule makes and where the schedule goes next (schedules.plan_firing).
-FiringPlan = Callable[[Schedule], Firing]
+# What a firing of a schedule makes and where the schedule goes next (schedules.plan_firing);
+# None: leave that schedule as it is (this process cannot plan it).
+FiringPlan = Callable[[Schedule], Firing | None]
 
 
 class Storage(Protocol):
@@ -290,13 +291,20 @@ class Storage(Protocol):
         """Delete the schedule; the tasks and events it made stay. Raises ScheduleNotFound."""
 
     async def fire_due_schedules(
-        self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str]
+        self,
+        now: datetime,
+        limit: int,
+        plan: FiringPlan,
+        new_task_id: Callable[[], str],
+        skip: Collection[str] = (),
     ) -> list[Fired]:
         """For up to ``limit`` schedules whose next run is at or before ``now`` (most overdue
-        first): store what ``plan(schedule)`` makes (a task through enqueue, an event through
-        publish, whose deliveries take ids from ``new_task_id``) and move the schedule to the
-        plan's next run, in one transaction. Safe in several processes at once: a schedule
-        one of them is firing is skipped by the others, so each firing is made once."""
+        first), those named in ``skip`` left out: store what ``plan(schedule)`` makes (a task
+        through enqueue, an event through publish, whose deliveries take ids from
+        ``new_task_id``) and move the schedule to the plan's next run, in one transaction; a
+        schedule the plan returns None for is left as it is. Safe in several processes at
+        once: a schedule one of them is firing is skipped by the others, so each firing is
+        made once."""
 
     async def trigger_schedule(
         self, schedule_id: str, now: datetime, plan: FiringPlan, new_task_id: Callable[[], str]
@@ -305,5 +313,5 @@ class Storage(Protocol):
         (waiting for a firing of it in flight); the firing and the schedule as it committed.
         Raises ScheduleNotFound."""
 
-    async def next_schedule_at(self) -> datetime | None:
-        """The earliest next run of any schedule (None: no schedule will fire)."""
+    async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None:
+        """The earliest next run of any schedule but those in ``skip`` (None: none will fire)."""

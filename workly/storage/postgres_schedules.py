@@ -8,7 +8,7 @@ several processes make each firing once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -88,10 +88,11 @@ class PostgresSchedules:
             raise ScheduleNotFound(schedule_id)
 
     async def fire_due_schedules(
-        self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str]
-    ) -> list[Fired]:
+        self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str],
+        skip: Collection[str] = (),
+    ) -> list[Fired]:  # fmt: skip
         async with self._pool.acquire() as conn, conn.transaction():
-            due = await fetch(conn, self._q.lock_due_schedules, now=now, limit=limit)
+            due = await fetch(conn, self._q.lock_due_schedules, now=now, limit=limit, skip=list(skip))
             return await self._fire(conn, [_schedule(row) for row in due], now, plan, new_task_id)
 
     async def trigger_schedule(
@@ -104,8 +105,8 @@ class PostgresSchedules:
             [made] = await self._fire(conn, [_schedule(row)], now, plan, new_task_id)
             return made, _schedule(await fetchrow(conn, self._q.get_schedule, id=schedule_id))
 
-    async def next_schedule_at(self) -> datetime | None:
-        row = await fetchrow(self._pool, self._q.next_schedule_at)
+    async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None:
+        row = await fetchrow(self._pool, self._q.next_schedule_at, skip=list(skip))
         assert row is not None, "an aggregate has a row"
         value: datetime | None = row["next_run_at"]
         return value
@@ -115,7 +116,7 @@ class PostgresSchedules:
         new_task_id: Callable[[], str],
     ) -> list[Fired]:  # fmt: skip
         """Store what each firing makes (every task in one enqueue) and move each schedule on."""
-        firings = [(schedule, plan(schedule)) for schedule in schedules]
+        firings = [(schedule, firing) for schedule in schedules if (firing := plan(schedule)) is not None]
         tasks = [firing.task for _, firing in firings if firing.task is not None]
         stored = await self._enqueue_on(conn, tasks, now) if tasks else []
         enqueued = dict(zip([t.id for t in tasks], stored, strict=True))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from workly.errors import ScheduleNotFound
@@ -72,13 +72,14 @@ class SqliteSchedules:
             raise ScheduleNotFound(schedule_id)
 
     async def fire_due_schedules(
-        self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str]
-    ) -> list[Fired]:
+        self, now: datetime, limit: int, plan: FiringPlan, new_task_id: Callable[[], str],
+        skip: Collection[str] = (),
+    ) -> list[Fired]:  # fmt: skip
         # Durable like an acknowledged enqueue, not like a claim: a firing that a power loss
         # rolled back would be made again as another task, under another webhook-id, though
         # its first task may have been delivered already.
         return await self._writer.transaction(
-            self._acknowledged, _fire_due, to_us(now), limit, plan, new_task_id
+            self._acknowledged, _fire_due, to_us(now), limit, plan, new_task_id, json.dumps(list(skip))
         )
 
     async def trigger_schedule(
@@ -88,8 +89,8 @@ class SqliteSchedules:
             self._acknowledged, _trigger, schedule_id, to_us(now), plan, new_task_id
         )
 
-    async def next_schedule_at(self) -> datetime | None:
-        row = await self._reader.run(fetchone, _q().next_schedule_at)
+    async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None:
+        row = await self._reader.run(fetchone, _q().next_schedule_at, {"skip": json.dumps(list(skip))})
         assert row is not None, "an aggregate has a row"
         return None if row["next_run_at"] is None else from_us(row["next_run_at"])
 
@@ -112,9 +113,9 @@ def _read_schedule(db: Db, schedule_id: str) -> Schedule:
 
 
 def _fire_due(
-    db: Db, now_us: int, limit: int, plan: FiringPlan, new_task_id: Callable[[], str]
+    db: Db, now_us: int, limit: int, plan: FiringPlan, new_task_id: Callable[[], str], skip: str
 ) -> list[Fired]:
-    due = fetchall(db, _q().lock_due_schedules, {"now": now_us, "limit": limit})
+    due = fetchall(db, _q().lock_due_schedules, {"now": now_us, "limit": limit, "skip": skip})
     return _fire(db, [_schedule(row) for row in due], now_us, plan, new_task_id)
 
 
@@ -132,7 +133,7 @@ def _fire(
     db: Db, schedules: Sequence[Schedule], now_us: int, plan: FiringPlan, new_task_id: Callable[[], str]
 ) -> list[Fired]:
     """Store what each firing makes (every task in one enqueue) and move each schedule on."""
-    firings = [(schedule, plan(schedule)) for schedule in schedules]
+    firings = [(schedule, firing) for schedule in schedules if (firing := plan(schedule)) is not None]
     tasks = [firing.task for _, firing in firings if firing.task is not None]
     stored = enqueue_on(db, tasks, now_us) if tasks else []
     enqueued = dict(zip([t.id for t in tasks], stored, strict=True))

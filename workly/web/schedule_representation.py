@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from workly.body import encode_body
+from workly.media import is_json_type
 from workly.models import NewTask
 from workly.schedules import Schedule
 from workly.task_json import request_json
@@ -22,18 +24,27 @@ def _task_template_json(task: NewTask) -> dict[str, Any]:
         "max_attempts": task.max_attempts,
         "stop_on": None if task.stop_on is None else list(task.stop_on),
     }
-    if shown["body"] is None:
-        del shown["body"]
-    else:
-        del shown["body_base64"]
+    del shown["body_base64" if _body_round_trips(task, shown["body"]) else "body"]
     return shown
+
+
+def _body_round_trips(task: NewTask, view: Any) -> bool:
+    """Whether ``body: view`` with the task's headers would store its very bytes and headers
+    (JSON re-encoded compactly, text as UTF-8): else only body_base64 says what it holds."""
+    if view is None:
+        return False
+    try:
+        return encode_body(task.headers, view, None) == (task.headers, task.body)
+    except ValueError:
+        return False
 
 
 def _event_template_json(event: NewEvent) -> dict[str, Any]:
     """The event each firing publishes, as a publish body that would make it: ``payload`` for
     JSON, else ``payload_base64`` (never both)."""
+    # A JSON payload came in as `payload` (compact JSON); any other as payload_base64.
+    shown = "payload" if is_json_type(event.content_type) else "payload_base64"
     payload = payload_view(event.content_type, event.payload)
-    shown = "payload" if payload is not None or event.payload == b"null" else "payload_base64"
     return {
         "type": event.type,
         shown: payload if shown == "payload" else base64.b64encode(event.payload).decode(),

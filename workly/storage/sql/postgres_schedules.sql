@@ -20,8 +20,10 @@ SELECT * FROM schedules WHERE id = :id FOR UPDATE;
 -- name: lock_due_schedules
 -- The schedules due now, the most overdue first. SKIP LOCKED: a schedule another process is
 -- firing is left to it (that process moves it on before anyone sees it again).
+-- :skip names schedules this process cannot plan now (scheduler.py): they stay due for the
+-- others.
 SELECT * FROM schedules
-WHERE next_run_at <= :now
+WHERE next_run_at <= :now AND NOT (id = ANY(:skip::text[]))
 ORDER BY next_run_at
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
@@ -49,4 +51,5 @@ WHERE s.id = a.id;
 DELETE FROM schedules WHERE id = :id RETURNING id;
 
 -- name: next_schedule_at
-SELECT min(next_run_at) AS next_run_at FROM schedules WHERE next_run_at IS NOT NULL;
+SELECT min(next_run_at) AS next_run_at FROM schedules
+WHERE next_run_at IS NOT NULL AND NOT (id = ANY(:skip::text[]));

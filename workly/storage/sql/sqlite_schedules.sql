@@ -18,8 +18,9 @@ SELECT * FROM schedules WHERE id = :id;
 
 -- name: lock_due_schedules
 -- The schedules due now, the most overdue first.
+-- :skip (a JSON array) names schedules this process cannot plan now (scheduler.py).
 SELECT * FROM schedules
-WHERE next_run_at <= :now
+WHERE next_run_at <= :now AND id NOT IN (SELECT value FROM json_each(:skip))
 ORDER BY next_run_at
 LIMIT :limit;
 
@@ -48,4 +49,5 @@ WHERE s.id = a.id;
 DELETE FROM schedules WHERE id = :id RETURNING id;
 
 -- name: next_schedule_at
-SELECT min(next_run_at) AS next_run_at FROM schedules WHERE next_run_at IS NOT NULL;
+SELECT min(next_run_at) AS next_run_at FROM schedules
+WHERE next_run_at IS NOT NULL AND id NOT IN (SELECT value FROM json_each(:skip));
