@@ -40,10 +40,6 @@ class ScheduleSpec:
     paused: bool = False
     catch_up: CatchUp = "latest"
 
-    @property
-    def kind(self) -> Literal["task", "event"]:
-        return "task" if self.task is not None else "event"
-
 
 @dataclass(frozen=True, slots=True)
 class Schedule:

@@ -14,6 +14,7 @@ from workly.client import schedule_render, task_options
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
 from workly.client.inputs import InputError, parse_headers, read_data
+from workly.schedules import CATCH_UP
 
 ScheduleId = Annotated[str, typer.Argument(help="schedule id (sch_…)")]
 CRON_HELP = "minute hour day-of-month month day-of-week, quoted: '*/5 * * * *'"
@@ -26,7 +27,6 @@ CatchUp = Annotated[
         help="after downtime: latest fires once for the missed runs, none waits for the next",
     ),
 ]
-CATCH_UP = ("latest", "none")
 DEFAULT_QUEUE = "default"
 DEFAULT_METHOD = "POST"
 # What an event takes of the task options (the rest only a task has): workly/api/webhook_schemas.py EventIn.
