@@ -13,7 +13,14 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workly.breaker import BreakerRules
-from workly.database_url import SCHEMES, is_sqlite, split_pool_size, sqlite_path
+from workly.database_url import (
+    DEFAULT_SCHEMA,
+    SCHEMES,
+    check_schema_name,
+    is_sqlite,
+    split_pool_size,
+    sqlite_path,
+)
 from workly.errors import ConfigError
 from workly.outbound import OutboundPolicy, parse_allow_list
 
@@ -23,6 +30,18 @@ class Settings(BaseSettings):
 
     database_url: str | None = Field(
         default=None, description="postgresql://… or sqlite:///path (required by `workly serve`)"
+    )
+    database_schema: str = Field(
+        default="public",
+        description="PostgreSQL schema holding Workly's tables and SQL functions (created by "
+        "`workly migrate`); another schema keeps them apart from the application's own",
+    )
+    sql_poll_interval: float = Field(
+        default=0.005,
+        ge=0,
+        le=60,
+        description="PostgreSQL: seconds between looks for tasks the SQL functions enqueued "
+        "(enqueue_task, publish_event) and committed; 0 = only at the idle poll",
     )
     signing_secret: str | None = Field(
         default=None,
@@ -136,6 +155,21 @@ class Settings(BaseSettings):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("database_schema")
+    @classmethod
+    def _schema_name(cls, value: str) -> str:
+        try:
+            check_schema_name(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _schema_only_on_postgres(self) -> Settings:
+        if self.database_schema != DEFAULT_SCHEMA and self.database_url and is_sqlite(self.database_url):
+            raise ValueError("WORKLY_DATABASE_SCHEMA applies to PostgreSQL only; unset it for SQLite")
+        return self
 
     @model_validator(mode="after")
     def _margin_covers_lease_writes(self) -> Settings:

@@ -7,12 +7,17 @@ backends (which open it), so neither imports the other.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from workly.errors import ConfigError
 
 SCHEMES = ("postgresql://", "postgres://", "sqlite:///")
+DEFAULT_SCHEMA = "public"
+# Lower case, so that it reads the same quoted or not (SELECT workly.enqueue_task(...));
+# pg_ names are PostgreSQL's own.
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def is_sqlite(url: str) -> bool:
@@ -34,6 +39,15 @@ def split_pool_size(url: str) -> tuple[str, int]:
         else:
             kept.append((name, value))
     return urlunsplit(parts._replace(query=urlencode(kept))), size
+
+
+def check_schema_name(name: str) -> None:
+    """A PostgreSQL schema Workly may live in (WORKLY_DATABASE_SCHEMA)."""
+    if not _SCHEMA.fullmatch(name) or name.startswith("pg_"):
+        raise ConfigError(
+            f"WORKLY_DATABASE_SCHEMA {name!r} must be 1-63 lower-case letters, digits and underscores, "
+            "not starting with a digit or pg_ (such as workly)"
+        )
 
 
 def sqlite_path(url: str) -> Path:

@@ -45,6 +45,11 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FORBIDDEN_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0, DEL, C1 (NEL splits lines too)
 
 
+# A host name as RFC 3986 spells one (reg-name: unreserved, sub-delims, %XX); names with
+# other characters cannot be looked up. Non-ASCII names are IDNs, IDNA-encoded to send.
+_REG_NAME = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
+
+
 def request_target(url: str) -> URL:
     """The URL as the request will use it: an ASCII URL exactly as given (no dot-segment
     removal, no re-encoding); anything else percent-encoded and IDNA-encoded first."""
@@ -74,7 +79,20 @@ def check_url(value: str) -> str:
         raise ValueError(f"not a valid URL: {exc}") from None
     if not target.raw_host:
         raise ValueError("the URL must name a host")
+    _check_host(parts.netloc)
     return value
+
+
+def _check_host(netloc: str) -> None:
+    """The host as RFC 3986 allows it: an IPv6 literal or a registered name. (The parsers
+    have checked the literal; IPvFuture literals, which no client can reach, are refused.)"""
+    if netloc.startswith("["):
+        if netloc[1:2] in ("v", "V"):
+            raise ValueError("the URL host is an IPvFuture literal, which cannot be reached")
+        return
+    name = netloc.partition(":")[0]
+    if name.isascii() and not _REG_NAME.fullmatch(name):
+        raise ValueError(f"the URL host {name!r} has characters a host name cannot have")
 
 
 def check_headers(value: dict[str, str]) -> dict[str, str]:

@@ -17,11 +17,13 @@ from workly.storage.queries import (
     sqlite_queries,
 )
 
-# What SQLite has no use for: cross-process wake-ups, vacuum, and the locks and counters
-# that keep queue limits across processes (it runs in one process, with one writer).
+# What SQLite has no use for: cross-process wake-ups, vacuum, the locks and counters that
+# keep queue limits across processes (it runs in one process, with one writer), schemas,
+# and the SQL functions' wake-ups and limits (it has no stored functions).
 POSTGRES_ONLY = {
     "announce_work", "autovacuum_enabled", "vacuum", "lock_queue_of_task", "delete_queue_releases",
-    "lock_queues", "recount_running", "lock_queues_named",
+    "lock_queues", "recount_running", "lock_queues_named", "take_sql_arrivals", "set_sql_limits",
+    "schema_exists",
 }  # fmt: skip
 
 

@@ -59,7 +59,10 @@ async def open_configured_storage(settings: Settings) -> Storage:
     if settings.database_url is None:
         raise ConfigError("WORKLY_DATABASE_URL is required")
     return await open_storage(
-        settings.database_url, sqlite_synchronous=settings.sqlite_synchronous, db_timeout=settings.db_timeout
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        db_timeout=settings.db_timeout,
+        schema=settings.database_schema,
     )
 
 
@@ -70,7 +73,9 @@ async def migrate_database(
     applied and the schema version now."""
     storage = await storage_opener(settings)
     try:
-        return await storage.migrate(), await storage.schema_version()
+        applied = await storage.migrate()
+        await storage.set_sql_limits(settings.max_body_bytes)
+        return applied, await storage.schema_version()
     finally:
         await storage.close()
 
@@ -136,10 +141,14 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             applied = await storage.migrate()
             if applied:
                 log.info("applied migrations %s", applied)
+            await storage.set_sql_limits(settings.max_body_bytes)
             self._parts = parts = self._assemble(storage, client)
             # An API-only process listens too: that is how it learns that dispatching
             # processes exist, and so announces its changes to them.
-            await storage.listen_for_work(parts.dispatcher.wake if settings.dispatch else _nobody)
+            if settings.dispatch:
+                await storage.listen_for_work(parts.dispatcher.wake, settings.sql_poll_interval or None)
+            else:
+                await storage.listen_for_work(_nobody)
             if settings.dispatch:
                 parts.dispatcher.start()
                 await parts.housekeeper.start()

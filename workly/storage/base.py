@@ -71,13 +71,21 @@ class Storage(Protocol):
         queue), never inside its transaction.
         """
 
-    async def listen_for_work(self, on_work: Callable[[], None]) -> None:
+    async def listen_for_work(
+        self, on_work: Callable[[], None], sql_poll_interval: float | None = None
+    ) -> None:
         """Call ``on_work`` whenever another process announces work, until ``close``.
 
         PostgreSQL keeps one dedicated LISTEN connection outside the pool and reconnects
         when it is lost; it returns once that connection is up (or after a few seconds of
-        trying). SQLite is single-process and never calls it.
+        trying). With ``sql_poll_interval`` it also calls ``on_work`` within that many
+        seconds of the commit of a task the SQL functions enqueued (docs/sql-enqueue.md).
+        SQLite is single-process and never calls it.
         """
+
+    async def set_sql_limits(self, max_body_bytes: int) -> None:
+        """PostgreSQL: the largest body the SQL functions (enqueue_task, publish_event)
+        accept, as this process's WORKLY_MAX_BODY_BYTES. SQLite has no SQL functions."""
 
     # --- tasks -------------------------------------------------------------------
     async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from workly.database_url import is_sqlite
+from workly.database_url import DEFAULT_SCHEMA, is_sqlite
 from workly.storage.base import Storage
 from workly.storage.sqlite_thread import SynchronousMode
 
 
 async def open_storage(
-    url: str, *, sqlite_synchronous: SynchronousMode = "FULL", db_timeout: float = 10.0
+    url: str,
+    *,
+    sqlite_synchronous: SynchronousMode = "FULL",
+    db_timeout: float = 10.0,
+    schema: str = DEFAULT_SCHEMA,
 ) -> Storage:
     """``db_timeout`` bounds each statement (PostgreSQL) or each wait for the write lock (SQLite)."""
     if is_sqlite(url):
@@ -17,4 +21,4 @@ async def open_storage(
         return await SqliteStorage.open(url, sqlite_synchronous, busy_timeout=db_timeout)
     from workly.storage.postgres import PostgresStorage
 
-    return await PostgresStorage.open(url, command_timeout=db_timeout)
+    return await PostgresStorage.open(url, command_timeout=db_timeout, schema=schema)

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from workly.breaker import HELD_UNTIL, BreakerRules
-from workly.database_url import split_pool_size
+from workly.database_url import DEFAULT_SCHEMA, check_schema_name, split_pool_size
 from workly.errors import QueueNotFound, TaskNotFound
 from workly.models import (
     Attempt,
@@ -35,7 +35,7 @@ from workly.storage.migrator import pending
 from workly.storage.postgres_operations import PostgresOperations
 from workly.storage.postgres_schedules import PostgresSchedules
 from workly.storage.postgres_statements import DECODERS as _DECODERS
-from workly.storage.postgres_statements import Connection
+from workly.storage.postgres_statements import Connection, session_settings
 from workly.storage.postgres_statements import execute as _execute
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
@@ -65,15 +65,21 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
     dialect = "postgres"
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, schema: str = DEFAULT_SCHEMA) -> None:
         self._pool = pool
         self._dsn = dsn
+        self._schema = schema
         self._q = postgres_queries()
-        self.wakeups = PostgresWakeups(pool, dsn, self._q)
+        self.wakeups = PostgresWakeups(pool, dsn, self._q, schema)
 
     @classmethod
-    async def open(cls, url: str, command_timeout: float = 10.0) -> PostgresStorage:
+    async def open(
+        cls, url: str, command_timeout: float = 10.0, schema: str = DEFAULT_SCHEMA
+    ) -> PostgresStorage:
+        """``schema`` holds Workly's tables and functions (WORKLY_DATABASE_SCHEMA): every
+        connection runs with it alone on its search_path, so no statement names it."""
         dsn, size = split_pool_size(url)
+        check_schema_name(schema)
         pool = await asyncpg.create_pool(
             dsn,
             min_size=1,
@@ -82,9 +88,9 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             reset=_keep_session,
             command_timeout=command_timeout,
             # JIT compiles plans for analytics; for short queue statements it only adds latency.
-            server_settings={"jit": "off", "application_name": "workly"},
+            server_settings={"jit": "off", "application_name": "workly", **session_settings(schema)},
         )
-        return cls(pool, dsn)
+        return cls(pool, dsn, schema)
 
     async def close(self) -> None:
         await self.wakeups.close()
@@ -99,8 +105,13 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
     async def announce_work(self) -> None:
         await self.wakeups.announce_work()
 
-    async def listen_for_work(self, on_work: Callable[[], None]) -> None:
-        await self.wakeups.listen(on_work)
+    async def listen_for_work(
+        self, on_work: Callable[[], None], sql_poll_interval: float | None = None
+    ) -> None:
+        await self.wakeups.listen(on_work, sql_poll_interval)
+
+    async def set_sql_limits(self, max_body_bytes: int) -> None:
+        await _execute(self._pool, self._q.set_sql_limits, max_body_bytes=max_body_bytes)
 
     async def ping(self) -> None:
         await self._pool.fetchval(self._q.ping.sql, timeout=2)
@@ -111,6 +122,8 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             # Not bounded by the statement timeout: waiting for another process's migration,
             # or building an index over a large table, may rightly take minutes.
             await _execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
+            if not await _fetchval(conn, self._q.schema_exists, name=self._schema):
+                await conn.execute(f'CREATE SCHEMA "{self._schema}"')  # a checked name
             await _execute(conn, self._q.create_schema_version)
             current = await _fetchval(conn, self._q.get_schema_version)
             for migration in pending("postgres", current):

@@ -25,6 +25,14 @@ def _as_headers(value: Any) -> dict[str, str]:
     return dict(json.loads(value) if isinstance(value, str) else value)
 
 
+def session_settings(schema: str) -> dict[str, str]:
+    """What every connection of Workly's sets at its start: the schema its tables are in,
+    alone on the search_path (pg_temp last, where nothing can be put in its way; pg_catalog
+    is searched first anyway). The SQL functions take this path when migrations create
+    them (SET search_path FROM CURRENT)."""
+    return {"search_path": f'"{schema}", pg_temp'}
+
+
 DECODERS = rows.Decoders(time=_as_datetime, headers=_as_headers)
 
 

@@ -9,12 +9,19 @@ A NOTIFY is a transaction and a round trip, so one is sent only when another pro
 is listening: every process says hello when it starts listening and every
 ``hello_every`` seconds, answers a newcomer's hello, and says goodbye when it closes.
 A process alone (one ``workly serve``) sends no announcements at all.
+
+Tasks the SQL functions enqueue (enqueue_task, publish_event, in the application's own
+transaction) send no NOTIFY: that would serialize the application's commits. Each leaves a
+row in ``sql_arrivals``, visible once its transaction commits; a dispatching process looks
+for such rows every ``sql_poll_interval`` seconds, deletes them, wakes its dispatcher and
+announces the work to the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -27,20 +34,40 @@ from workly.storage.queries import PostgresQueries
 
 log = logging.getLogger("workly.storage")
 CHANNEL = "workly_work"
+
+
+def channel_of(schema: str) -> str:
+    """The NOTIFY channel of the Workly install in ``schema``: installs in other schemas of
+    the same database do not hear each other (``public`` keeps the channel it always had)."""
+    if schema == "public":
+        return CHANNEL
+    channel = f"{CHANNEL}.{schema}"
+    # A channel name has at most 63 bytes; a long schema name is told apart by its hash.
+    return channel if len(channel) <= 63 else f"{CHANNEL}.{hashlib.sha256(schema.encode()).hexdigest()[:32]}"
+
+
 _RETRY_MIN, _RETRY_MAX = 0.5, 10.0
 
 
 class PostgresWakeups:
     def __init__(
-        self, pool: asyncpg.Pool, dsn: str, queries: PostgresQueries, hello_every: float = 10.0
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        queries: PostgresQueries,
+        schema: str = "public",
+        hello_every: float = 10.0,
     ) -> None:
         self._pool = pool
         self._dsn = dsn
         self._q = queries
+        self._schema = schema
+        self.channel = channel_of(schema)
         self._hello_every = hello_every
         self.id = uuid.uuid4().hex
         self._peers: dict[str, float] = {}  # other processes' ids → when last heard (monotonic)
         self._listener: asyncio.Task[None] | None = None
+        self._arrivals: asyncio.Task[None] | None = None
         self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
         self.announced = 0
         self._connected = asyncio.Event()
@@ -55,15 +82,26 @@ class PostgresWakeups:
             await self._notify("work")
             self.announced += 1
 
-    async def listen(self, on_work: Callable[[], None], first_wait: float = 5.0) -> None:
+    async def listen(
+        self, on_work: Callable[[], None], sql_poll_interval: float | None = None, first_wait: float = 5.0
+    ) -> None:
         """Start listening; return once the first LISTEN connection is up and has said hello
         (or after ``first_wait`` seconds: the listener keeps trying in the background). A
-        process that answers ready then hears, and is heard by, the processes already running."""
+        process that answers ready then hears, and is heard by, the processes already running.
+        With ``sql_poll_interval``, also look that often for tasks the SQL functions enqueued."""
         self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
+        if sql_poll_interval:
+            self._arrivals = asyncio.create_task(
+                self._watch_sql_arrivals(on_work, sql_poll_interval), name="workly-sql-arrivals"
+            )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._connected.wait(), timeout=first_wait)
 
     async def close(self) -> None:
+        if self._arrivals is not None:
+            self._arrivals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._arrivals
         if self._listener is None:
             return
         self._listener.cancel()
@@ -75,7 +113,26 @@ class PostgresWakeups:
 
     async def _notify(self, kind: str) -> None:
         query = self._q.announce_work
-        await self._pool.execute(query.sql, *query.args({"payload": f"{kind}:{self.id}"}))
+        await self._pool.execute(
+            query.sql, *query.args({"channel": self.channel, "payload": f"{kind}:{self.id}"})
+        )
+
+    async def _watch_sql_arrivals(self, on_work: Callable[[], None], every: float) -> None:
+        query = self._q.take_sql_arrivals
+        failing = False
+        while True:
+            await asyncio.sleep(every)
+            try:
+                taken = await self._pool.fetchval(query.sql, timeout=5)
+                if taken:
+                    on_work()
+                    await self.announce_work()
+                failing = False
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                if not failing:  # once per outage; the dispatcher's idle poll still claims
+                    log.warning("cannot look for tasks enqueued by SQL (%s); retrying", exc)
+                failing = True
+                await asyncio.sleep(min(1.0, 100 * every))
 
     async def _listen(self, on_work: Callable[[], None]) -> None:
         retry_in = _RETRY_MIN
@@ -89,7 +146,9 @@ class PostgresWakeups:
                 continue
             retry_in = _RETRY_MIN
             try:
-                await conn.add_listener(CHANNEL, lambda _c, _p, _ch, payload: self._heard(payload, on_work))
+                await conn.add_listener(
+                    self.channel, lambda _c, _p, _ch, payload: self._heard(payload, on_work)
+                )
                 on_work()  # anything announced while this connection was down
                 await self._until_lost(conn)
                 log.warning("LISTEN connection lost; reconnecting")

@@ -163,6 +163,9 @@ class PostgresQueries(CommonQueries):
     # across processes: SQLite runs in one process, updates rows in place, and has one
     # writer, which counts.
     announce_work: Query
+    take_sql_arrivals: Query
+    set_sql_limits: Query
+    schema_exists: Query
     autovacuum_enabled: Query
     vacuum: Query
     delete_queue_releases: Query

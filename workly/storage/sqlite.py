@@ -102,8 +102,13 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules):
     async def announce_work(self) -> None:
         """Single process: the enqueuer already woke the only dispatcher."""
 
-    async def listen_for_work(self, on_work: Callable[[], None]) -> None:
+    async def listen_for_work(
+        self, on_work: Callable[[], None], sql_poll_interval: float | None = None
+    ) -> None:
         """Single process: nobody else announces work."""
+
+    async def set_sql_limits(self, max_body_bytes: int) -> None:
+        """SQLite has no SQL functions to tell."""
 
     async def migrate(self) -> list[int]:
         return await self._writer.transaction(self._acknowledged, migrate)

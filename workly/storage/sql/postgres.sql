@@ -541,8 +541,23 @@ SELECT 1;
 -- name: announce_work
 -- Its own statement after the enqueue committed: a NOTIFY inside the enqueue's
 -- transaction would take a database-wide lock through that commit (seed 002).
--- :payload is "<kind>:<process id>": work, hello or bye (see postgres_wakeups.py).
-SELECT pg_notify('workly_work', :payload);
+-- :payload is "<kind>:<process id>": work, hello or bye (see postgres_wakeups.py);
+-- :channel is the schema's (two installs in one database do not wake each other).
+SELECT pg_notify(:channel, :payload);
+
+-- name: take_sql_arrivals
+-- Tasks enqueued by the SQL functions announce themselves with a row here, which becomes
+-- visible when (and only if) the application's transaction commits: a NOTIFY in that
+-- transaction would serialize the application's commits (docs/sql-enqueue.md). Whoever
+-- deletes the rows wakes its dispatcher and tells the other processes.
+WITH taken AS (DELETE FROM sql_arrivals RETURNING 1)
+SELECT count(*) FROM taken;
+
+-- name: set_sql_limits
+UPDATE sql_limits SET max_body_bytes = :max_body_bytes WHERE max_body_bytes <> :max_body_bytes;
+
+-- name: schema_exists
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = :name);
 
 -- name: create_schema_version
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -565,7 +580,7 @@ SELECT current_setting('autovacuum')::boolean AS enabled;
 
 -- name: vacuum
 -- SKIP_LOCKED: with several processes, whoever is first vacuums and the rest skip.
-VACUUM (SKIP_LOCKED) tasks, attempts, queues, breakers, events, endpoints;
+VACUUM (SKIP_LOCKED) tasks, attempts, queues, breakers, events, endpoints, sql_arrivals;
 
 -- name: reap_expired
 -- :limit is the batch size. Running tasks whose lease expired (their process died or

@@ -1,0 +1,3 @@
+-- Enqueue from SQL (PostgreSQL's 0011: enqueue_task and publish_event in the application's
+-- own transaction). SQLite has no stored functions, and its one database belongs to Workly:
+-- nothing to do at this number.
