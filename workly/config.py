@@ -41,7 +41,7 @@ class Settings(BaseSettings):
         ge=0,
         le=60,
         description="PostgreSQL: seconds between looks for tasks the SQL functions enqueued "
-        "(enqueue_task, publish_event) and committed; 0 = only at the idle poll",
+        "(enqueue_task, publish_event) and committed; 0 = every WORKLY_POLL_INTERVAL",
     )
     signing_secret: str | None = Field(
         default=None,

@@ -11,6 +11,9 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from tests.sql.parity import Rig
+from tests.support.servers import TEST_SECRET, in_process
+from workly.config import Settings
 from workly.storage.postgres import PostgresStorage
 
 SCHEMA = "workly"
@@ -39,3 +42,15 @@ async def app_conn(app_db: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(app_db)
     yield conn
     await conn.close()
+
+
+@pytest.fixture
+async def rig(pg_url: str) -> AsyncIterator[Rig]:
+    """The API in-process (dispatcher off) and a connection, on one database (Workly in public)."""
+    options = Settings(database_url=pg_url, signing_secret=TEST_SECRET, dispatch=False)
+    async with in_process(options) as (_, http):
+        conn = await asyncpg.connect(pg_url)
+        try:
+            yield Rig(http, conn)
+        finally:
+            await conn.close()

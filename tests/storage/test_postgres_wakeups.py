@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+import asyncpg
 import pytest
 
 from tests.support.pg_waits import NotificationProbe
 from workly.storage.postgres import PostgresStorage
-from workly.storage.postgres_wakeups import CHANNEL
+from workly.storage.postgres_wakeups import CHANNEL, channel_of
 
 pytestmark = pytest.mark.postgres
 VISITOR = "visitor-from-the-test"  # the id of a process the test plays with a plain connection
@@ -100,3 +101,63 @@ async def test_a_process_that_says_goodbye_is_no_longer_announced_to(processes: 
     await until(lambda: not a.storage.wakeups.peers)
     await a.storage.announce_work()
     assert a.storage.wakeups.announced == 0
+
+
+async def _arrivals(pg_url: str) -> int:
+    conn = await asyncpg.connect(pg_url)
+    try:
+        count: int = await conn.fetchval("SELECT count(*) FROM sql_arrivals")
+        return count
+    finally:
+        await conn.close()
+
+
+async def test_a_task_enqueued_from_sql_wakes_the_dispatcher_at_its_commit_only(
+    processes: list[Process], pg_url: str
+) -> None:
+    process = processes[0]
+    await process.storage.listen_for_work(process.on_work, sql_poll_interval=0.01)
+    await until(lambda: process.woken == 1)  # once on connecting
+    app = await asyncpg.connect(pg_url)
+    try:
+        async with app.transaction():
+            await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
+            # Uncommitted, its arrival is invisible: several looks find nothing to take.
+            looked = process.storage.wakeups.sql_looks
+            await until(lambda: process.storage.wakeups.sql_looks >= looked + 3)
+            assert process.woken == 1
+        await until(lambda: process.woken == 2)  # the commit
+        await until(lambda: process.storage.wakeups.sql_looks >= looked + 6)
+        assert await _arrivals(pg_url) == 0  # taken, so it wakes once
+        assert process.woken == 2
+        rolled_back = app.transaction()
+        await rolled_back.start()
+        await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
+        await rolled_back.rollback()
+        looked = process.storage.wakeups.sql_looks
+        await until(lambda: process.storage.wakeups.sql_looks >= looked + 3)
+        assert process.woken == 2  # a rollback wakes nobody
+    finally:
+        await app.close()
+
+
+async def test_without_a_poll_interval_nobody_looks_for_sql_arrivals(
+    processes: list[Process], pg_url: str
+) -> None:
+    process = processes[0]
+    await process.storage.listen_for_work(process.on_work)
+    app = await asyncpg.connect(pg_url)
+    try:
+        await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
+    finally:
+        await app.close()
+    assert process.storage.wakeups.sql_looks == 0
+    assert await _arrivals(pg_url) == 1
+
+
+def test_each_schema_has_its_own_channel_and_public_keeps_the_old_one() -> None:
+    assert channel_of("public") == CHANNEL
+    assert channel_of("workly") == f"{CHANNEL}.workly"
+    long_a, long_b = "a" * 62 + "x", "a" * 62 + "y"
+    assert len(channel_of(long_a)) <= 63
+    assert channel_of(long_a) != channel_of(long_b)

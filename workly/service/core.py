@@ -146,7 +146,9 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             # An API-only process listens too: that is how it learns that dispatching
             # processes exist, and so announces its changes to them.
             if settings.dispatch:
-                await storage.listen_for_work(parts.dispatcher.wake, settings.sql_poll_interval or None)
+                # 0: looks at the idle poll's pace, so that arrivals never pile up.
+                sql_looks = settings.sql_poll_interval or settings.poll_interval
+                await storage.listen_for_work(parts.dispatcher.wake, sql_looks)
             else:
                 await storage.listen_for_work(_nobody)
             if settings.dispatch:

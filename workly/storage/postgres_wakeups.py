@@ -70,6 +70,7 @@ class PostgresWakeups:
         self._arrivals: asyncio.Task[None] | None = None
         self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
         self.announced = 0
+        self.sql_looks = 0  # looks for tasks enqueued from SQL, done
         self._connected = asyncio.Event()
 
     @property
@@ -124,6 +125,7 @@ class PostgresWakeups:
             await asyncio.sleep(every)
             try:
                 taken = await self._pool.fetchval(query.sql, timeout=5)
+                self.sql_looks += 1
                 if taken:
                     on_work()
                     await self.announce_work()

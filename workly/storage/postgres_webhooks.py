@@ -258,4 +258,5 @@ def _same(value: datetime) -> datetime:
 
 def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now: datetime) -> dict[str, Any]:
     types = None if spec.event_types is None else list(spec.event_types)
-    return webhook_rows.endpoint_params(endpoint_id, spec, now, types, json.dumps(spec.headers))
+    # The dict itself: the pool's json codec encodes it (json.dumps here stored a JSON string).
+    return webhook_rows.endpoint_params(endpoint_id, spec, now, types, spec.headers)

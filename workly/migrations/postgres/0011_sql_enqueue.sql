@@ -10,7 +10,8 @@
 -- neither read nor change tasks. Nobody else may call them (REVOKE ... FROM PUBLIC).
 --
 -- The rules mirror workly/outgoing.py, workly/api/schemas.py, workly/api/webhook_schemas.py
--- and workly/webhooks.py; tests/sql/test_parity.py holds them to the API's, input by input.
+-- and workly/webhooks.py; tests/sql/test_parity.py and test_event_parity.py hold them to the
+-- API's, input by input.
 
 -- A row per committed SQL enqueue: how the dispatchers learn of it (postgres_wakeups.py).
 -- A NOTIFY here would take a database-wide lock through the application's commit and
@@ -27,6 +28,11 @@ CREATE TABLE sql_limits (
 );
 CREATE UNIQUE INDEX sql_limits_one_row ON sql_limits ((true));
 INSERT INTO sql_limits (max_body_bytes) VALUES (262144);
+
+-- Endpoints' headers were stored as a JSON string holding the object (encoded twice); the
+-- functions read them as objects. (They still accept a string, which a process of an
+-- earlier version may go on writing during an upgrade.)
+UPDATE endpoints SET headers = (headers #>> '{}')::json WHERE json_typeof(headers) = 'string';
 
 CREATE FUNCTION workly_refuse(field text, message text) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -176,7 +182,7 @@ DECLARE
     port_number integer;
 BEGIN
     IF url IS NULL THEN
-        PERFORM workly_refuse(field, 'must not be null');
+        PERFORM workly_refuse(field, 'is required');
     END IF;
     IF char_length(url) > 4096 THEN
         PERFORM workly_refuse(field, 'must be at most 4096 characters');
@@ -427,7 +433,7 @@ $$;
 
 CREATE FUNCTION enqueue_task(
     queue text,
-    url text,
+    url text DEFAULT NULL,  -- required, but refused by name (22023) rather than by signature
     method text DEFAULT 'POST',
     headers jsonb DEFAULT '{}',
     body jsonb DEFAULT NULL,
@@ -531,7 +537,7 @@ $$;
 -- The event and one task per enabled endpoint of its tenant subscribed to its type, as
 -- publish_event (storage/sql/postgres_webhooks.sql) stores them; the event's id.
 CREATE FUNCTION publish_event(
-    type text,
+    type text DEFAULT NULL,  -- required, but refused by name (22023) rather than by signature
     payload jsonb DEFAULT NULL,
     payload_base64 text DEFAULT NULL,
     tenant text DEFAULT NULL,
@@ -607,13 +613,16 @@ BEGIN
                        created_at, updated_at, event_id, endpoint_id, breaker, callback_url,
                        failure_callback_url)
     SELECT workly_new_id('task'), ep.id, 'ready', ep.url, 'POST',
-           CASE WHEN EXISTS (SELECT 1 FROM json_object_keys(ep.headers) AS h(name) WHERE lower(h.name) = 'content-type')
-                THEN ep.headers
-                ELSE (ep.headers::jsonb || jsonb_build_object('content-type', content_type))::json END,
+           CASE WHEN EXISTS (SELECT 1 FROM json_object_keys(ep_headers.object) AS h(name) WHERE lower(h.name) = 'content-type')
+                THEN ep_headers.object
+                ELSE (ep_headers.object::jsonb || jsonb_build_object('content-type', content_type))::json END,
            bytes, CASE WHEN b.key IS NULL THEN due ELSE '9999-01-01T00:00:00Z' END,
            CASE WHEN b.key IS NOT NULL THEN due END, 0, publish_event.key, now_, now_, event_id, ep.id, ep.id,
            publish_event.callback_url, publish_event.failure_callback_url
     FROM endpoints ep
+    CROSS JOIN LATERAL (
+        SELECT CASE json_typeof(ep.headers) WHEN 'string' THEN (ep.headers #>> '{}')::json ELSE ep.headers END
+    ) AS ep_headers(object)
     LEFT JOIN breakers b ON b.key = ep.id AND b.position = 'open'
     WHERE ep.enabled AND ep.tenant IS NOT DISTINCT FROM publish_event.tenant
       AND (CASE WHEN ep.event_types IS NULL THEN left(publish_event.type, 7) <> 'workly.'
