@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 
 import asyncpg
+import pytest
 
+from workly.errors import ConfigError
 from workly.storage.migrator import load_migrations
 from workly.storage.postgres import PostgresStorage
 
@@ -88,3 +90,37 @@ async def test_publish_event_reads_headers_in_either_form(pg_fresh_db: str) -> N
         ("ep_object", expected),
         ("ep_string", expected),
     ]
+
+
+async def test_an_install_the_search_path_put_in_the_roles_schema_is_not_started_afresh(
+    pg_fresh_db: str,
+) -> None:
+    """Before WORKLY_DATABASE_SCHEMA, tables went where the role's search_path put them: its
+    "$user" schema, when one exists. Opening such a database with the default (public) must
+    not make a second, empty install beside the first, and say what to set."""
+    conn = await asyncpg.connect(pg_fresh_db)  # the default search_path: "$user", public
+    try:
+        user: str = await conn.fetchval("SELECT current_user")
+        await conn.execute(f'CREATE SCHEMA "{user}"')
+        await conn.execute(
+            "CREATE TABLE schema_version (version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in load_migrations("postgres")[:10]:
+            if not migration.is_empty:
+                await conn.execute(migration.sql)
+            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", migration.version)
+        assert await conn.fetchval("SELECT to_regclass('public.tasks')") is None  # all in "$user"
+    finally:
+        await conn.close()
+    storage = await PostgresStorage.open(pg_fresh_db)
+    try:
+        with pytest.raises(ConfigError, match=f"WORKLY_DATABASE_SCHEMA={user}"):
+            await storage.migrate()
+    finally:
+        await storage.close()
+    storage = await PostgresStorage.open(pg_fresh_db, schema=user)
+    try:
+        assert await storage.migrate() == [11]
+    finally:
+        await storage.close()

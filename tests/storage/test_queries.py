@@ -23,7 +23,7 @@ from workly.storage.queries import (
 POSTGRES_ONLY = {
     "announce_work", "autovacuum_enabled", "vacuum", "lock_queue_of_task", "delete_queue_releases",
     "lock_queues", "recount_running", "lock_queues_named", "take_sql_arrivals", "set_sql_limits",
-    "schema_exists",
+    "schema_exists", "earlier_install_elsewhere",
 }  # fmt: skip
 
 

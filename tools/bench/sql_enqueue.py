@@ -16,15 +16,18 @@ transaction one of:
 - (n) app + NOTIFY, no enqueue_task: the NOTIFY's own cost;
 
 each ``--seconds`` after a 1 s warm-up, ``--rounds`` rounds interleaved, medians reported, with the
-CPU per transaction of the connections' PostgreSQL backends (/proc). No Workly runs then: nothing
-is delivered (the tasks name https://example.com/hook and are truncated before a server starts).
+CPU per transaction of the connections' PostgreSQL backends (/proc) and the transactions per WAL
+flush (pg_stat_wal, the whole server's: run it on an otherwise idle one). No Workly runs then:
+nothing is delivered (the tasks name https://example.com/hook and are truncated before a server
+starts).
 
 Then, against a real ``workly serve`` on 127.0.0.1 and a no-op receiver this tool runs (204): the
 commit → delivery latency of SQL enqueues at ``--rate``/s from one connection, each in its own
-transaction, with WORKLY_SQL_POLL_INTERVAL at 0.005 and at 0 (then only the 1 s idle poll finds
-them); of API enqueues for comparison (request start → delivery); and the CPU an idle server and
-its PostgreSQL backends use over ``--idle-seconds`` with each poll setting (from /proc, so it must
-run on the database's host). Server logs are kept in a temporary directory, printed at the start.
+transaction, with WORKLY_SQL_POLL_INTERVAL at 0.005 and at 0 (then they are looked for at the
+idle poll's pace, WORKLY_POLL_INTERVAL, 1 s); of API enqueues for comparison (request start →
+delivery); and the CPU an idle server and its PostgreSQL backends use over ``--idle-seconds``
+with each poll setting (from /proc, so it must run on the database's host). Server logs are kept
+in a temporary directory, printed at the start.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import aiohttp
 import asyncpg
@@ -72,15 +76,29 @@ SERVER_ENV = {
     "WORKLY_OUTBOUND_ALLOW": "127.0.0.0/8",
 }
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+WAL_SYNCS = "SELECT wal_sync FROM pg_stat_wal"
+LOCK_WAITS = (
+    "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FROM pg_stat_activity "
+    "WHERE pid = ANY($1::int[])"
+)
+
+
+class Run(NamedTuple):
+    rate: float  # transactions/s after the warm-up
+    pg_us: float  # CPU µs per transaction of the connections' PostgreSQL backends
+    client_us: float  # … of this client
+    per_sync: float  # transactions per WAL flush (pg_stat_wal, the whole server): group commit
+    lock_wait: float  # share of the backends seen waiting for a heavyweight lock (every 10 ms)
 
 
 async def commit_rate(
-    url: str, statements: list[str], connections: int, seconds: float
-) -> tuple[float, float, float]:
-    """Transactions per second over ``seconds`` after the warm-up, ``connections`` in a closed loop;
-    and, over the whole run, the CPU µs per transaction of their PostgreSQL backends and of this client."""
+    url: str, admin: asyncpg.Connection, statements: list[str], connections: int, seconds: float
+) -> Run:
+    """``connections`` run transactions in a closed loop; the rate is over ``seconds`` after the
+    warm-up, the CPU and WAL flushes per transaction over the whole run; ``admin`` samples waits."""
     conns = [await asyncpg.connect(url) for _ in range(connections)]
     backends = [conn.get_server_pid() for conn in conns]
+    syncs = await conns[0].fetchval(WAL_SYNCS)
     pg_before, client_before = sum(cpu_seconds(pid) or 0.0 for pid in backends), time.process_time()
     started = time.perf_counter()
     begin, end = started + WARMUP, started + WARMUP + seconds
@@ -95,15 +113,28 @@ async def commit_rate(
             total += 1
         return counted, total
 
+    waits: list[tuple[int, int]] = []
+
+    async def watch() -> None:
+        while time.perf_counter() < end:
+            found = await admin.fetchrow(LOCK_WAITS, backends)
+            waits.append((found[0], found[1]) if found else (0, 0))
+            await asyncio.sleep(0.01)
+
     try:
+        watcher = asyncio.create_task(watch())
         done = await asyncio.gather(*(loop(conn) for conn in conns))
+        await watcher
         pg = sum(cpu_seconds(pid) or 0.0 for pid in backends) - pg_before
         client = time.process_time() - client_before
+        syncs = await conns[0].fetchval(WAL_SYNCS) - syncs
     finally:
         for conn in conns:
             await conn.close()
     total = sum(t for _, t in done)
-    return sum(c for c, _ in done) / seconds, pg / total * 1e6, client / total * 1e6
+    rate = sum(c for c, _ in done) / seconds
+    lock_wait = sum(w for w, _ in waits) / max(1, sum(n for _, n in waits))
+    return Run(rate, pg / total * 1e6, client / total * 1e6, total / max(syncs, 1), lock_wait)
 
 
 async def reset(admin: asyncpg.Connection) -> None:
@@ -195,11 +226,8 @@ async def latency(receiver: Receiver, sent: dict[str, float], wait: float) -> di
     if not waits:
         return {"lost": len(sent)}
     shares = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
-    return {name: pct(waits, share) for name, share in shares.items()} | {"lost": len(sent) - len(waits)}
-
-
-def pct(ordered: list[float], share: float) -> float:
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+    found = {name: waits[min(len(waits) - 1, int(share * len(waits)))] for name, share in shares.items()}
+    return found | {"lost": len(sent) - len(waits)}
 
 
 async def sql_latency(db_url: str, receiver: Receiver, rate: float, seconds: float) -> dict[str, float]:
@@ -258,7 +286,7 @@ async def idle_cpu(
 
 
 def row(label: str, values: list[str]) -> str:
-    return f"{label:<36}" + "".join(f"{v:>20}" for v in values)
+    return f"{label:<34}" + "".join(f" {v:>19}" for v in values)
 
 
 def spread(values: list[float]) -> str:
@@ -290,32 +318,40 @@ async def main(args: argparse.Namespace) -> None:
 
 async def throughput(args: argparse.Namespace, db_url: str, admin: asyncpg.Connection) -> None:
     many = args.connections
-    runs = [(many, v) for v in "abcdn"] + [(1, v) for v in "abcn"]
-    rates: dict[tuple[int, str], list[float]] = {run: [] for run in runs}
-    pg_cpu: dict[tuple[int, str], list[float]] = {run: [] for run in runs}
+    plan = [(many, v) for v in "abcdn"] + [(1, v) for v in "abcn"]
+    done: dict[tuple[int, str], list[Run]] = {run: [] for run in plan}
     for round_ in range(args.rounds):
-        for conns, variant in runs:
+        for conns, variant in plan:
             await reset(admin)
-            rate, pg, client = await commit_rate(db_url, VARIANTS[variant][1], conns, args.seconds)
-            rates[conns, variant].append(rate)
-            pg_cpu[conns, variant].append(pg)
-            print(f"  round {round_ + 1}: {VARIANTS[variant][0]}, {conns} conn: {rate:,.0f}/s; CPU/tx: "
-                  f"PostgreSQL {pg:,.0f} µs, this client {client:,.0f} µs", flush=True)  # fmt: skip
-    print(f"\ncommits/s, closed loop, median (range) of {args.rounds} x {args.seconds:g} s")
-    print(row("", [f"{many} connections", "vs (a)", "PG CPU/tx", "1 connection", "vs (a)", "PG CPU/tx"]))
-    base = {c: statistics.median(rates[c, "a"]) for c in (many, 1)}
+            run = await commit_rate(db_url, admin, VARIANTS[variant][1], conns, args.seconds)
+            done[conns, variant].append(run)
+            print(f"  round {round_ + 1}: {VARIANTS[variant][0]}, {conns} conn: {run.rate:,.0f}/s; CPU/tx: "
+                  f"PostgreSQL {run.pg_us:,.0f} µs, this client {run.client_us:,.0f} µs; "
+                  f"{run.per_sync:.2f} tx per WAL flush; {run.lock_wait:.0%} waiting for a lock",
+                  flush=True)  # fmt: skip
+
+    def paired(conns: int, variant: str, versus: str = "a") -> str:
+        """The median over the rounds of this variant's rate / the other's in the same round."""
+        pairs = zip(done[conns, variant], done[conns, versus], strict=True)
+        return f"{statistics.median(x.rate / y.rate for x, y in pairs):.0%}"
+
+    def median(runs: list[Run], field: str) -> float:
+        return float(statistics.median(getattr(r, field) for r in runs))
+
+    print(f"\ntransactions/s, closed loop, median (range) of {args.rounds} rounds x {args.seconds:g} s; "
+          "'vs (a)': median of the rounds' ratios")  # fmt: skip
+    print(row("", [f"{many} connections", "vs (a)", "1 connection", "vs (a)"]))
     for variant, (label, _) in VARIANTS.items():
-        cells = []
-        for conns in (many, 1):
-            if (conns, variant) in rates:
-                median = statistics.median(rates[conns, variant])
-                cpu = statistics.median(pg_cpu[conns, variant])
-                cells += [spread(rates[conns, variant]), f"{median / base[conns]:.0%}", f"{cpu:,.0f} µs"]
-            else:
-                cells += ["-", "-", "-"]
-        print(row(label, cells))
-    b, c, n = (statistics.median(rates[many, v]) for v in "bcn")
-    print(f"at {many} connections: (c)/(b) {c / b:.0%}, (n)/(a) {n / base[many]:.0%}")
+        ones = done.get((1, variant))
+        cells = [spread([r.rate for r in done[many, variant]]), paired(many, variant)]
+        print(row(label, cells + ([spread([r.rate for r in ones]), paired(1, variant)] if ones else [])))
+    print(f"(c) vs (b): {paired(many, 'c', 'b')} at {many} connections, {paired(1, 'c', 'b')} at 1")
+    print(f"\nwhy, at {many} connections (medians)")
+    print(row("", ["tx per WAL flush", "waiting for a lock", "PG CPU per tx", "client CPU per tx"]))
+    for variant, (label, _) in VARIANTS.items():
+        runs = done[many, variant]
+        cpu = [f"{median(runs, field):,.0f} µs" for field in ("pg_us", "client_us")]
+        print(row(label, [f"{median(runs, 'per_sync'):.2f}", f"{median(runs, 'lock_wait'):.0%}", *cpu]))
 
 
 async def serve_side(

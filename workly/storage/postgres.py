@@ -15,7 +15,7 @@ import asyncpg
 
 from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.database_url import DEFAULT_SCHEMA, check_schema_name, split_pool_size
-from workly.errors import QueueNotFound, TaskNotFound
+from workly.errors import ConfigError, QueueNotFound, TaskNotFound
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -122,6 +122,8 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             # Not bounded by the statement timeout: waiting for another process's migration,
             # or building an index over a large table, may rightly take minutes.
             await _execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
+            if self._schema == DEFAULT_SCHEMA:
+                await self._refuse_an_install_elsewhere(conn)
             if not await _fetchval(conn, self._q.schema_exists, name=self._schema):
                 await conn.execute(f'CREATE SCHEMA "{self._schema}"')  # a checked name
             await _execute(conn, self._q.create_schema_version)
@@ -132,6 +134,17 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
                 await _execute(conn, self._q.set_schema_version, version=migration.version)
                 applied.append(migration.version)
         return applied
+
+    async def _refuse_an_install_elsewhere(self, conn: Connection) -> None:
+        """An install made before the schema was a setting may be in another schema (where the
+        role's search_path put it): starting afresh in public would hide its tasks."""
+        found = await _fetchval(conn, self._q.earlier_install_elsewhere)
+        if found is not None:
+            raise ConfigError(
+                f"Workly's tables are in schema {found!r}, where this role's search_path put them, and "
+                f"not in public: set WORKLY_DATABASE_SCHEMA={found} (Workly no longer follows the "
+                "search_path)"
+            )
 
     async def schema_version(self) -> int:
         async with self._pool.acquire() as conn, conn.transaction():

@@ -166,6 +166,7 @@ class PostgresQueries(CommonQueries):
     take_sql_arrivals: Query
     set_sql_limits: Query
     schema_exists: Query
+    earlier_install_elsewhere: Query
     autovacuum_enabled: Query
     vacuum: Query
     delete_queue_releases: Query

@@ -559,6 +559,22 @@ UPDATE sql_limits SET max_body_bytes = :max_body_bytes WHERE max_body_bytes <> :
 -- name: schema_exists
 SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = :name);
 
+-- name: earlier_install_elsewhere
+-- Before WORKLY_DATABASE_SCHEMA, Workly's tables went where the connecting role's search_path
+-- put them: its "$user" schema when one exists, or a search_path set for the role or the
+-- database. Such an install, when none is in public (the default now): its schema, or none.
+SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = 'schema_version' AND c.relkind = 'r' AND n.nspname <> 'public'
+  AND to_regclass('public.schema_version') IS NULL
+  AND EXISTS (SELECT 1 FROM pg_class t WHERE t.relnamespace = n.oid AND t.relname = 'tasks')
+  AND (n.nspname = current_user OR EXISTS (
+        SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) AS o(option)
+        WHERE s.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user))
+          AND s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+          AND o.option LIKE 'search_path=%' AND position(n.nspname IN o.option) > 0))
+ORDER BY n.nspname
+LIMIT 1;
+
 -- name: create_schema_version
 CREATE TABLE IF NOT EXISTS schema_version (
     version    integer PRIMARY KEY,
