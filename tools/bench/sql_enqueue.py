@@ -14,10 +14,12 @@ transaction one of:
 - (c) app + enqueue_task + NOTIFY: as (b) plus ``pg_notify(...)``, what a NOTIFY wake-up would cost;
 - (d) enqueue_task alone (tasks/s);
 - (n) app + NOTIFY, no enqueue_task: the NOTIFY's own cost;
+- (r) app + a sql_arrivals row, no enqueue_task: the shipped wake-up's own cost;
 
 each ``--seconds`` after a 1 s warm-up, ``--rounds`` rounds interleaved, medians reported, with the
-CPU per transaction of the connections' PostgreSQL backends (/proc) and the transactions per WAL
-flush (pg_stat_wal, the whole server's: run it on an otherwise idle one). No Workly runs then:
+CPU per transaction of the connections' PostgreSQL backends (/proc), the share of them seen waiting
+for a lock (pg_stat_activity, every 10 ms) and the transactions per WAL flush (pg_stat_wal, the
+whole server's: run it on an otherwise idle one). No Workly runs then:
 nothing is delivered (the tasks name https://example.com/hook and are truncated before a server
 starts).
 
@@ -60,12 +62,14 @@ ENQUEUE = (
     """body => '{"order": 1}'::jsonb)"""
 )
 NOTIFY = "SELECT pg_notify('workly_work.workly', 'work')"
+ARRIVAL = "INSERT INTO workly.sql_arrivals DEFAULT VALUES"  # what enqueue_task adds to wake Workly
 VARIANTS = {
     "a": ("(a) app: insert an order", [ORDER]),
     "b": ("(b) app + enqueue_task", [ORDER, ENQUEUE]),
     "c": ("(c) app + enqueue_task + NOTIFY", [ORDER, ENQUEUE, NOTIFY]),
     "d": ("(d) enqueue_task alone (tasks/s)", [ENQUEUE]),
     "n": ("(n) app + NOTIFY, no enqueue_task", [ORDER, NOTIFY]),
+    "r": ("(r) app + a sql_arrivals row only", [ORDER, ARRIVAL]),
 }
 WARMUP = 1.0
 TOKEN = "some-token-0123456789"
@@ -168,14 +172,10 @@ class Receiver:
             await self._runner.cleanup()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def start_server(db_url: str, poll: str, log: Path) -> tuple[asyncio.subprocess.Process, str]:
-    port = free_port()
+    with socket.socket() as sock:  # a free port
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLY_")}
     env.update(SERVER_ENV, WORKLY_DATABASE_URL=db_url, WORKLY_SQL_POLL_INTERVAL=poll)
     workly = str(Path(sys.executable).with_name("workly"))
@@ -273,16 +273,14 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICK  # utime + stime
 
 
-async def idle_cpu(
-    admin: asyncpg.Connection, server_pid: int, db: str, seconds: float
-) -> tuple[float, float]:
+async def idle_cpu(admin: asyncpg.Connection, pid: int, db: str, seconds: float) -> tuple[float, float]:
     """CPU seconds of the server and of its database's other backends over ``seconds``."""
     backends_sql = "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
-    pids = [server_pid] + [row["pid"] for row in await admin.fetch(backends_sql, db)]
-    before = {pid: cpu_seconds(pid) for pid in pids}
+    pids = [pid] + [row["pid"] for row in await admin.fetch(backends_sql, db)]
+    before = {p: cpu_seconds(p) for p in pids}
     await asyncio.sleep(seconds)
-    used = {pid: (cpu_seconds(pid) or start) - start for pid, start in before.items() if start is not None}
-    return used.pop(server_pid, float("nan")), sum(used.values())
+    used = {p: (cpu_seconds(p) or start) - start for p, start in before.items() if start is not None}
+    return used.pop(pid, float("nan")), sum(used.values())
 
 
 def row(label: str, values: list[str]) -> str:
@@ -318,7 +316,7 @@ async def main(args: argparse.Namespace) -> None:
 
 async def throughput(args: argparse.Namespace, db_url: str, admin: asyncpg.Connection) -> None:
     many = args.connections
-    plan = [(many, v) for v in "abcdn"] + [(1, v) for v in "abcn"]
+    plan = [(many, v) for v in "abcdnr"] + [(1, v) for v in "abcnr"]
     done: dict[tuple[int, str], list[Run]] = {run: [] for run in plan}
     for round_ in range(args.rounds):
         for conns, variant in plan:
@@ -333,13 +331,14 @@ async def throughput(args: argparse.Namespace, db_url: str, admin: asyncpg.Conne
     def paired(conns: int, variant: str, versus: str = "a") -> str:
         """The median over the rounds of this variant's rate / the other's in the same round."""
         pairs = zip(done[conns, variant], done[conns, versus], strict=True)
-        return f"{statistics.median(x.rate / y.rate for x, y in pairs):.0%}"
+        ratios = [100 * x.rate / y.rate for x, y in pairs]
+        return f"{statistics.median(ratios):.0f}% ({min(ratios):.0f}-{max(ratios):.0f})"
 
     def median(runs: list[Run], field: str) -> float:
         return float(statistics.median(getattr(r, field) for r in runs))
 
     print(f"\ntransactions/s, closed loop, median (range) of {args.rounds} rounds x {args.seconds:g} s; "
-          "'vs (a)': median of the rounds' ratios")  # fmt: skip
+          "'vs (a)': median (range) of the rounds' ratios")  # fmt: skip
     print(row("", [f"{many} connections", "vs (a)", "1 connection", "vs (a)"]))
     for variant, (label, _) in VARIANTS.items():
         ones = done.get((1, variant))

@@ -13,8 +13,9 @@ A process alone (one ``workly serve``) sends no announcements at all.
 Tasks the SQL functions enqueue (enqueue_task, publish_event, in the application's own
 transaction) send no NOTIFY: that would serialize the application's commits. Each leaves a
 row in ``sql_arrivals``, visible once its transaction commits; a dispatching process looks
-for such rows every ``sql_poll_interval`` seconds, deletes them, wakes its dispatcher and
-announces the work to the others.
+for such rows every ``sql_poll_interval`` seconds on its LISTEN connection (a pooled one
+would cost three times the CPU per look), deletes them, wakes its dispatcher and announces
+the work to the others. The looks double as that connection's liveness check.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Callable
 import asyncpg
 
 from workly.batching import CoalescedCall
+from workly.storage.postgres_statements import session_settings
 from workly.storage.queries import PostgresQueries
 
 log = logging.getLogger("workly.storage")
@@ -67,7 +69,7 @@ class PostgresWakeups:
         self.id = uuid.uuid4().hex
         self._peers: dict[str, float] = {}  # other processes' ids → when last heard (monotonic)
         self._listener: asyncio.Task[None] | None = None
-        self._arrivals: asyncio.Task[None] | None = None
+        self._sql_every: float | None = None
         self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
         self.announced = 0
         self.sql_looks = 0  # looks for tasks enqueued from SQL, done
@@ -90,19 +92,12 @@ class PostgresWakeups:
         (or after ``first_wait`` seconds: the listener keeps trying in the background). A
         process that answers ready then hears, and is heard by, the processes already running.
         With ``sql_poll_interval``, also look that often for tasks the SQL functions enqueued."""
+        self._sql_every = sql_poll_interval or None
         self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
-        if sql_poll_interval:
-            self._arrivals = asyncio.create_task(
-                self._watch_sql_arrivals(on_work, sql_poll_interval), name="workly-sql-arrivals"
-            )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._connected.wait(), timeout=first_wait)
 
     async def close(self) -> None:
-        if self._arrivals is not None:
-            self._arrivals.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._arrivals
         if self._listener is None:
             return
         self._listener.cancel()
@@ -118,29 +113,13 @@ class PostgresWakeups:
             query.sql, *query.args({"channel": self.channel, "payload": f"{kind}:{self.id}"})
         )
 
-    async def _watch_sql_arrivals(self, on_work: Callable[[], None], every: float) -> None:
-        query = self._q.take_sql_arrivals
-        failing = False
-        while True:
-            await asyncio.sleep(every)
-            try:
-                taken = await self._pool.fetchval(query.sql, timeout=5)
-                self.sql_looks += 1
-                if taken:
-                    on_work()
-                    await self.announce_work()
-                failing = False
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-                if not failing:  # once per outage; the dispatcher's idle poll still claims
-                    log.warning("cannot look for tasks enqueued by SQL (%s); retrying", exc)
-                failing = True
-                await asyncio.sleep(min(1.0, 100 * every))
-
     async def _listen(self, on_work: Callable[[], None]) -> None:
         retry_in = _RETRY_MIN
         while True:
             try:
-                conn = await asyncpg.connect(self._dsn, timeout=5)
+                conn = await asyncpg.connect(
+                    self._dsn, timeout=5, server_settings=session_settings(self._schema)
+                )
             except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
                 log.warning("LISTEN connection failed (%s); retrying in %.1fs", exc, retry_in)
                 await asyncio.sleep(retry_in)
@@ -152,7 +131,7 @@ class PostgresWakeups:
                     self.channel, lambda _c, _p, _ch, payload: self._heard(payload, on_work)
                 )
                 on_work()  # anything announced while this connection was down
-                await self._until_lost(conn)
+                await self._until_lost(conn, on_work)
                 log.warning("LISTEN connection lost; reconnecting")
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
                 log.warning("LISTEN connection failed (%s); reconnecting", exc)
@@ -174,21 +153,41 @@ class PostgresWakeups:
         elif kind == "hello" and newcomer:
             self._hello.trigger()  # so the newcomer learns about this process at once
 
-    async def _until_lost(self, conn: asyncpg.Connection) -> None:
-        """Say hello now and every ``hello_every`` s; return when the connection is lost.
+    async def _until_lost(self, conn: asyncpg.Connection, on_work: Callable[[], None]) -> None:
+        """Say hello now and every ``hello_every`` s, and look for SQL arrivals every
+        ``sql_poll_interval`` s; return when the connection is lost.
 
-        Each round also pings the connection: a network loss can be silent.
+        Each round also runs a statement on the connection (the look, else a ping): a
+        network loss can be silent.
         """
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _: lost.set())
+        every = self._sql_every or self._hello_every
+        next_hello = time.monotonic()
         while not lost.is_set():
-            self._hello.trigger()
-            await self._hello.drain()
-            self._connected.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lost.wait(), timeout=self._hello_every)
-                return
-            await conn.fetchval(self._q.ping.sql, timeout=5)
+            if time.monotonic() >= next_hello:
+                self._hello.trigger()
+                await self._hello.drain()
+                self._connected.set()
+                next_hello = time.monotonic() + self._hello_every
+            wait = min(every, max(0.0, next_hello - time.monotonic()))
+            if self._sql_every is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(lost.wait(), timeout=wait)
+                    return
+                await conn.fetchval(self._q.ping.sql, timeout=5)
+            else:  # a short sleep: cheaper than a wait_for, and a loss is noticed as soon
+                await asyncio.sleep(wait)
+                if lost.is_set():
+                    return
+                await self._take_sql_arrivals(conn, on_work)
+
+    async def _take_sql_arrivals(self, conn: asyncpg.Connection, on_work: Callable[[], None]) -> None:
+        taken = await conn.fetchval(self._q.take_sql_arrivals.sql, timeout=5)
+        self.sql_looks += 1
+        if taken:
+            on_work()
+            await self.announce_work()
 
 
 def _log_failure(exc: Exception) -> None:

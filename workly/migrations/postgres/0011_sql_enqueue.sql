@@ -479,21 +479,39 @@ BEGIN
     IF priority IS NULL OR priority NOT BETWEEN -1000000 AND 1000000 THEN
         PERFORM workly_refuse('priority', 'must be -1000000 to 1000000');
     END IF;
-    PERFORM workly_check_short_text('key', key);
-    PERFORM workly_check_short_text('tenant', tenant);
-    PERFORM workly_check_short_text('idempotency_key', idempotency_key);
+    IF key IS NOT NULL THEN
+        PERFORM workly_check_short_text('key', key);
+    END IF;
+    IF tenant IS NOT NULL THEN
+        PERFORM workly_check_short_text('tenant', tenant);
+    END IF;
+    IF idempotency_key IS NOT NULL THEN
+        PERFORM workly_check_short_text('idempotency_key', idempotency_key);
+    END IF;
     IF max_attempts IS NOT NULL AND max_attempts NOT BETWEEN 1 AND 1000 THEN
         PERFORM workly_refuse('max_attempts', 'must be 1 to 1000');
     END IF;
-    PERFORM workly_check_range('timeout', timeout, 0, 3600, false);
-    stop_on_text := workly_stop_on(stop_on);
-    PERFORM workly_check_range('deadline', deadline, 0, 366 * 86400, false);
-    PERFORM workly_check_range('min_backoff', min_backoff, 0, 86400, true);
-    PERFORM workly_check_range('max_backoff', max_backoff, 0, 30 * 86400, true);
+    IF timeout IS NOT NULL THEN
+        PERFORM workly_check_range('timeout', timeout, 0, 3600, false);
+    END IF;
+    IF stop_on IS NOT NULL THEN
+        stop_on_text := workly_stop_on(stop_on);
+    END IF;
+    IF deadline IS NOT NULL THEN
+        PERFORM workly_check_range('deadline', deadline, 0, 366 * 86400, false);
+    END IF;
+    IF min_backoff IS NOT NULL THEN
+        PERFORM workly_check_range('min_backoff', min_backoff, 0, 86400, true);
+    END IF;
+    IF max_backoff IS NOT NULL THEN
+        PERFORM workly_check_range('max_backoff', max_backoff, 0, 30 * 86400, true);
+    END IF;
     IF min_backoff > max_backoff THEN
         PERFORM workly_refuse('min_backoff', format('min_backoff (%ss) must not exceed max_backoff (%ss)', min_backoff, max_backoff));
     END IF;
-    PERFORM workly_check_callbacks(callback_url, failure_callback_url);
+    IF callback_url IS NOT NULL OR failure_callback_url IS NOT NULL THEN
+        PERFORM workly_check_callbacks(callback_url, failure_callback_url);
+    END IF;
     encoded := workly_encode_body(headers, body, body_base64);
     PERFORM workly_check_body_size('body', encoded.bytes);
 
@@ -570,11 +588,19 @@ BEGIN
     IF payload IS NULL AND payload_base64 IS NULL THEN
         PERFORM workly_refuse('payload', 'give payload (any JSON) or payload_base64');
     END IF;
-    PERFORM workly_check_short_text('tenant', tenant);
-    PERFORM workly_check_short_text('key', key);
-    PERFORM workly_check_short_text('idempotency_key', idempotency_key);
+    IF tenant IS NOT NULL THEN
+        PERFORM workly_check_short_text('tenant', tenant);
+    END IF;
+    IF key IS NOT NULL THEN
+        PERFORM workly_check_short_text('key', key);
+    END IF;
+    IF idempotency_key IS NOT NULL THEN
+        PERFORM workly_check_short_text('idempotency_key', idempotency_key);
+    END IF;
     due := workly_due_at(now_, delay, run_at);
-    PERFORM workly_check_callbacks(callback_url, failure_callback_url);
+    IF callback_url IS NOT NULL OR failure_callback_url IS NOT NULL THEN
+        PERFORM workly_check_callbacks(callback_url, failure_callback_url);
+    END IF;
     IF payload_base64 IS NOT NULL THEN
         bytes := workly_base64('payload_base64', payload_base64);
         content_type := 'application/octet-stream';
