@@ -41,3 +41,15 @@ def test_unknown_log_levels_are_refused(given: str) -> None:
 def test_a_bad_pool_size_in_the_database_url_is_refused(size: str) -> None:
     with pytest.raises(ValidationError, match="pool_max_conns must be a positive integer"):
         Settings(database_url=f"postgresql://postgres@127.0.0.1/workly?pool_max_conns={size}")
+
+
+@pytest.mark.parametrize(
+    "query", ["search_path=legacy", "options=-c%20search_path%3Dlegacy", "sslmode=disable&search_path=a"]
+)
+def test_a_search_path_in_the_database_url_is_refused_for_the_schema_setting(query: str) -> None:
+    with pytest.raises(ValidationError, match="WORKLY_DATABASE_SCHEMA"):
+        Settings(database_url=f"postgresql://u@db/app?{query}")
+
+
+def test_other_options_in_the_database_url_are_kept() -> None:
+    assert Settings(database_url="postgresql://u@db/app?options=-c%20jit%3Doff").database_url

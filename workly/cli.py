@@ -173,7 +173,8 @@ def serve(
 @app.command()
 def migrate() -> None:
     """Apply pending migrations to WORKLY_DATABASE_URL and exit."""
-    from workly.errors import StorageError
+    from workly.database_url import is_sqlite
+    from workly.errors import ConfigError, StorageError
     from workly.service import migrate_database
 
     settings = _settings()
@@ -181,11 +182,16 @@ def migrate() -> None:
         _fail("WORKLY_DATABASE_URL is not set")
     try:
         applied, version = asyncio.run(migrate_database(settings))
+    except ConfigError as exc:
+        _fail(str(exc))
     except StorageError as exc:
         cause = exc.__cause__ or exc
         _fail(f"cannot migrate {redacted(settings.database_url)}: {type(cause).__name__}: {cause}")
+    where = "" if is_sqlite(settings.database_url) else f" in schema {settings.database_schema}"
     typer.echo(
-        f"applied {applied}; schema version {version}" if applied else f"up to date (version {version})"
+        f"applied {applied}; schema version {version}{where}"
+        if applied
+        else f"up to date (version {version}{where})"
     )
 
 

@@ -107,8 +107,8 @@ def test_migrate_applies_then_reports_up_to_date(tmp_path: Path, pg_fresh_db: st
     second = workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL=pg_fresh_db)
     assert second.returncode == 0, second.stderr
     assert second.stdout.startswith("up to date")
-    version = first.stdout.strip().rsplit(" ", 1)[-1]
-    assert second.stdout.strip() == f"up to date (version {version})"
+    version = first.stdout.split("schema version ", 1)[1].split(" ", 1)[0]
+    assert second.stdout.strip() == f"up to date (version {version} in schema public)"
 
 
 def test_migrate_without_database_url(tmp_path: Path) -> None:

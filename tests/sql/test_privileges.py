@@ -3,9 +3,10 @@
 A role granted USAGE on Workly's schema and EXECUTE on enqueue_task and publish_event can
 enqueue and publish (the functions run as their owner, SECURITY DEFINER), and can neither
 read nor change any of Workly's tables, nor call the helper functions. The functions run
-with their own search_path (fixed when the migration created them), so what a caller puts
-on its own path (a schema of look-alike tables, functions and operators, temporary tables)
-changes nothing they do.
+with their own search_path (pg_catalog, pg_temp) and name every Workly object with its
+schema, so what a caller puts on its own path (a schema of look-alike tables, functions and
+operators, temporary tables), or anyone who may create objects in Workly's schema puts
+there, changes nothing they do.
 
 Each role is a real LOGIN role with a unique name (roles are cluster-wide), dropped at the
 end of the test whatever happened; the tests connect as it (the server trusts local users).
@@ -335,11 +336,54 @@ async def test_the_functions_run_as_their_owner_with_a_fixed_search_path(
         SCHEMA,
     )
     migrated_by = await app_conn.fetchval("SELECT current_user")
-    # SET search_path FROM CURRENT stored the migrating session's path: Workly's schema
-    # (quoted, as session_settings wrote it), then pg_temp, last, where no caller's
-    # temporary object can come first; pg_catalog is always searched before it.
-    pinned = [f'search_path="{SCHEMA}", pg_temp']
+    # Only pg_catalog, then pg_temp (last, where no caller's temporary object can come
+    # first); Workly's own objects are named with their schema. The regular expressions
+    # are read with standard_conforming_strings on, whatever the caller set.
+    pinned = ["search_path=pg_catalog, pg_temp", "standard_conforming_strings=on"]
     assert [tuple(r) for r in rows] == [
         ("enqueue_task", True, pinned, migrated_by),
         ("publish_event", True, pinned, migrated_by),
     ]  # and no other SECURITY DEFINER function in the schema
+
+
+async def test_a_role_that_may_create_objects_in_workly_s_schema_cannot_hijack_the_functions(
+    roles: Roles, app_conn: asyncpg.Connection
+) -> None:
+    """An operator or function planted in Workly's own schema (by a role with CREATE on it, as
+    PUBLIC has on public before PostgreSQL 15) is never picked by the functions: they search
+    pg_catalog only and name Workly's objects with their schema. (numeric * integer has no
+    exact built-in operator, so one in a searched schema would win over pg_catalog's.)"""
+    role = await roles.create(*DOC_GRANTS, f"GRANT CREATE ON SCHEMA {SCHEMA} TO {{role}}")
+    conn = await roles.connect(role)
+    await conn.execute(f"CREATE TABLE {SCHEMA}.loot (who text, seen bigint)")
+    await conn.execute(
+        f"""CREATE FUNCTION {SCHEMA}.steal(numeric, integer) RETURNS numeric LANGUAGE sql AS $$
+                INSERT INTO {SCHEMA}.loot SELECT current_user, count(*) FROM {SCHEMA}.tasks;
+                SELECT $1 OPERATOR(pg_catalog.*) $2 $$"""
+    )
+    await conn.execute(
+        f"CREATE OPERATOR {SCHEMA}.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = {SCHEMA}.steal)"
+    )
+    await conn.execute(
+        f"CREATE FUNCTION {SCHEMA}.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT 'evil' $$"
+    )
+    task_id = await enqueue(conn)
+    assert TASK_ID.fullmatch(task_id)
+    assert await conn.fetchval(f"SELECT count(*) FROM {SCHEMA}.loot") == 0
+    assert await app_conn.fetchval(f"SELECT breaker FROM {SCHEMA}.tasks WHERE id = $1", task_id) == ORIGIN
+
+
+async def test_a_caller_without_standard_conforming_strings_gets_the_same_rules(
+    roles: Roles, app_db: str
+) -> None:
+    """The functions' regular expressions are written with standard_conforming_strings on; a
+    session with it off (compiling them first) gets the same verdicts."""
+    conn = await asyncpg.connect(app_db)
+    try:
+        await conn.execute("SET standard_conforming_strings = off")
+        assert TASK_ID.fullmatch(await enqueue(conn))
+        for bad_type in ("invoice paid", "a/b?c"):
+            with pytest.raises(asyncpg.InvalidParameterValueError, match=r"^type: "):
+                await conn.fetchval(PUBLISH, bad_type, '{"n": 1}')
+    finally:
+        await conn.close()

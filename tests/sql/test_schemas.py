@@ -189,7 +189,7 @@ async def test_the_default_schema_is_public(pg_fresh_db: str, monkeypatch: pytes
         config = await conn.fetchval(
             "SELECT proconfig FROM pg_proc WHERE oid = 'public.enqueue_task'::regproc"
         )
-        assert config == ['search_path="public", pg_temp']
+        assert config == ["search_path=pg_catalog, pg_temp", "standard_conforming_strings=on"]
         # Naming public explicitly is the same install: nothing left to apply.
         async with migrated(pg_fresh_db, "public") as (_, applied):
             assert applied == []
@@ -242,7 +242,7 @@ async def test_workly_migrate_creates_the_schema_and_its_tables(pg_fresh_db: str
     env = {"WORKLY_DATABASE_URL": pg_fresh_db, "WORKLY_DATABASE_SCHEMA": "workly"}
     code, out, err = await workly_cli("migrate", **env)
     assert code == 0, err
-    assert out.strip() == f"applied {ALL_MIGRATIONS}; schema version {LATEST}"
+    assert out.strip() == f"applied {ALL_MIGRATIONS}; schema version {LATEST} in schema workly"
 
     conn = await asyncpg.connect(pg_fresh_db)
     try:
@@ -264,7 +264,12 @@ async def test_workly_migrate_creates_the_schema_and_its_tables(pg_fresh_db: str
         await conn.close()
 
     code, out, err = await workly_cli("migrate", **env)
-    assert (code, out.strip()) == (0, f"up to date (version {LATEST})"), err
+    assert (code, out.strip()) == (0, f"up to date (version {LATEST} in schema workly)"), err
+
+    # Forgotten on one command: no second, empty install in public, and a message that says why.
+    code, out, err = await workly_cli("migrate", WORKLY_DATABASE_URL=pg_fresh_db)
+    assert code == 2
+    assert "WORKLY_DATABASE_SCHEMA=workly" in err and "Traceback" not in err
 
 
 async def test_workly_migrate_refuses_a_bad_schema_name() -> None:

@@ -124,3 +124,25 @@ async def test_an_install_the_search_path_put_in_the_roles_schema_is_not_started
         assert await storage.migrate() == [11]
     finally:
         await storage.close()
+
+
+async def test_with_no_schema_configured_an_install_elsewhere_is_named_not_hidden(pg_fresh_db: str) -> None:
+    """However a search_path once put an install in another schema (server, database, role or
+    URL settings), Workly with no schema configured refuses to start afresh in public; naming
+    a schema, public included, is a choice it follows."""
+    storage = await PostgresStorage.open(pg_fresh_db, schema="legacy")
+    try:
+        await storage.migrate()
+    finally:
+        await storage.close()
+    storage = await PostgresStorage.open(pg_fresh_db)
+    try:
+        with pytest.raises(ConfigError, match="WORKLY_DATABASE_SCHEMA=legacy"):
+            await storage.migrate()
+    finally:
+        await storage.close()
+    storage = await PostgresStorage.open(pg_fresh_db, schema="public")
+    try:
+        assert await storage.migrate() == list(range(1, 12))  # a second install, asked for
+    finally:
+        await storage.close()

@@ -62,7 +62,8 @@ async def open_configured_storage(settings: Settings) -> Storage:
         settings.database_url,
         sqlite_synchronous=settings.sqlite_synchronous,
         db_timeout=settings.db_timeout,
-        schema=settings.database_schema,
+        # None when not configured: public, unless an earlier install is found elsewhere.
+        schema=settings.database_schema if "database_schema" in settings.model_fields_set else None,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workly.database_url import DEFAULT_SCHEMA, is_sqlite
+from workly.database_url import is_sqlite
 from workly.storage.base import Storage
 from workly.storage.sqlite_thread import SynchronousMode
 
@@ -12,9 +12,10 @@ async def open_storage(
     *,
     sqlite_synchronous: SynchronousMode = "FULL",
     db_timeout: float = 10.0,
-    schema: str = DEFAULT_SCHEMA,
+    schema: str | None = None,
 ) -> Storage:
-    """``db_timeout`` bounds each statement (PostgreSQL) or each wait for the write lock (SQLite)."""
+    """``db_timeout`` bounds each statement (PostgreSQL) or each wait for the write lock (SQLite);
+    ``schema`` is PostgreSQL's WORKLY_DATABASE_SCHEMA, None when not configured."""
     if is_sqlite(url):
         from workly.storage.sqlite import SqliteStorage
 

@@ -2,6 +2,8 @@
 
 A migration may hold only comments (a dialect with nothing to do at that number says why):
 it is recorded as applied without being run, since PostgreSQL cannot execute an empty script.
+A PostgreSQL migration that must name Workly's schema writes ``@schema@``; it is run with the
+schema's name, quoted, in its place.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ class Migration:
     version: int
     name: str
     sql: str
+
+    def for_schema(self, schema: str) -> str:
+        """The script with ``@schema@`` naming ``schema`` (a checked name: see database_url)."""
+        return self.sql.replace("@schema@", f'"{schema}"')
 
     @property
     def is_empty(self) -> bool:

@@ -6,6 +6,7 @@ every public method raises only Workly's errors (interpret.py).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -35,7 +36,7 @@ from workly.storage.migrator import pending
 from workly.storage.postgres_operations import PostgresOperations
 from workly.storage.postgres_schedules import PostgresSchedules
 from workly.storage.postgres_statements import DECODERS as _DECODERS
-from workly.storage.postgres_statements import Connection, session_settings
+from workly.storage.postgres_statements import Connection, use_schema
 from workly.storage.postgres_statements import execute as _execute
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
@@ -57,38 +58,42 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def _init_connection(conn: asyncpg.Connection, schema: str) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await use_schema(conn, schema)
 
 
 @raises_workly_errors(interpret_postgres_error)
 class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
     dialect = "postgres"
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str, schema: str = DEFAULT_SCHEMA) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, schema: str | None = None) -> None:
         self._pool = pool
         self._dsn = dsn
-        self._schema = schema
+        self._schema_given = schema is not None
+        self._schema = schema or DEFAULT_SCHEMA
         self._q = postgres_queries()
-        self.wakeups = PostgresWakeups(pool, dsn, self._q, schema)
+        self.wakeups = PostgresWakeups(pool, dsn, self._q, self._schema)
 
     @classmethod
     async def open(
-        cls, url: str, command_timeout: float = 10.0, schema: str = DEFAULT_SCHEMA
+        cls, url: str, command_timeout: float = 10.0, schema: str | None = None
     ) -> PostgresStorage:
-        """``schema`` holds Workly's tables and functions (WORKLY_DATABASE_SCHEMA): every
-        connection runs with it alone on its search_path, so no statement names it."""
+        """``schema`` holds Workly's tables and functions (WORKLY_DATABASE_SCHEMA; None: not
+        configured, so public, unless an earlier install is found elsewhere): every connection
+        runs with it alone on its search_path, so no statement names it."""
         dsn, size = split_pool_size(url)
-        check_schema_name(schema)
+        if schema is not None:
+            check_schema_name(schema)
         pool = await asyncpg.create_pool(
             dsn,
             min_size=1,
             max_size=size,
-            init=_init_connection,
+            init=functools.partial(_init_connection, schema=schema or DEFAULT_SCHEMA),
             reset=_keep_session,
             command_timeout=command_timeout,
             # JIT compiles plans for analytics; for short queue statements it only adds latency.
-            server_settings={"jit": "off", "application_name": "workly", **session_settings(schema)},
+            server_settings={"jit": "off", "application_name": "workly"},
         )
         return cls(pool, dsn, schema)
 
@@ -122,7 +127,7 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             # Not bounded by the statement timeout: waiting for another process's migration,
             # or building an index over a large table, may rightly take minutes.
             await _execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
-            if self._schema == DEFAULT_SCHEMA:
+            if not self._schema_given:
                 await self._refuse_an_install_elsewhere(conn)
             if not await _fetchval(conn, self._q.schema_exists, name=self._schema):
                 await conn.execute(f'CREATE SCHEMA "{self._schema}"')  # a checked name
@@ -130,20 +135,20 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             current = await _fetchval(conn, self._q.get_schema_version)
             for migration in pending("postgres", current):
                 if not migration.is_empty:
-                    await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT)
+                    await conn.execute(migration.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
                 await _execute(conn, self._q.set_schema_version, version=migration.version)
                 applied.append(migration.version)
         return applied
 
     async def _refuse_an_install_elsewhere(self, conn: Connection) -> None:
-        """An install made before the schema was a setting may be in another schema (where the
-        role's search_path put it): starting afresh in public would hide its tasks."""
+        """With no schema configured, an install may be in another schema (where a search_path
+        put it before the schema was a setting): starting afresh in public would hide its tasks."""
         found = await _fetchval(conn, self._q.earlier_install_elsewhere)
         if found is not None:
             raise ConfigError(
-                f"Workly's tables are in schema {found!r}, where this role's search_path put them, and "
-                f"not in public: set WORKLY_DATABASE_SCHEMA={found} (Workly no longer follows the "
-                "search_path)"
+                f"Workly's tables are in schema {found!r} and none are in public: set "
+                f"WORKLY_DATABASE_SCHEMA={found} to use them (Workly no longer follows the search_path), "
+                "or WORKLY_DATABASE_SCHEMA=public to start another install in public"
             )
 
     async def schema_version(self) -> int:

@@ -25,12 +25,12 @@ def _as_headers(value: Any) -> dict[str, str]:
     return dict(json.loads(value) if isinstance(value, str) else value)
 
 
-def session_settings(schema: str) -> dict[str, str]:
-    """What every connection of Workly's sets at its start: the schema its tables are in,
-    alone on the search_path (pg_temp last, where nothing can be put in its way; pg_catalog
-    is searched first anyway). The SQL functions take this path when migrations create
-    them (SET search_path FROM CURRENT)."""
-    return {"search_path": f'"{schema}", pg_temp'}
+async def use_schema(conn: asyncpg.Connection, schema: str) -> None:
+    """Put the schema Workly's tables are in alone on the connection's search_path (pg_temp
+    last, where nothing can be put in its way; pg_catalog is searched first anyway), so
+    that no statement names it. A SET rather than a startup parameter, which PgBouncer
+    would refuse (``schema`` is a checked name: see database_url)."""
+    await conn.execute(f'SET search_path = "{schema}", pg_temp')
 
 
 DECODERS = rows.Decoders(time=_as_datetime, headers=_as_headers)

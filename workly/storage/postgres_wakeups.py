@@ -31,7 +31,7 @@ from collections.abc import Callable
 import asyncpg
 
 from workly.batching import CoalescedCall
-from workly.storage.postgres_statements import session_settings
+from workly.storage.postgres_statements import use_schema
 from workly.storage.queries import PostgresQueries
 
 log = logging.getLogger("workly.storage")
@@ -117,9 +117,7 @@ class PostgresWakeups:
         retry_in = _RETRY_MIN
         while True:
             try:
-                conn = await asyncpg.connect(
-                    self._dsn, timeout=5, server_settings=session_settings(self._schema)
-                )
+                conn = await asyncpg.connect(self._dsn, timeout=5)
             except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
                 log.warning("LISTEN connection failed (%s); retrying in %.1fs", exc, retry_in)
                 await asyncio.sleep(retry_in)
@@ -127,6 +125,7 @@ class PostgresWakeups:
                 continue
             retry_in = _RETRY_MIN
             try:
+                await use_schema(conn, self._schema)  # for the looks for SQL arrivals
                 await conn.add_listener(
                     self.channel, lambda _c, _p, _ch, payload: self._heard(payload, on_work)
                 )
@@ -134,7 +133,7 @@ class PostgresWakeups:
                 await self._until_lost(conn, on_work)
                 log.warning("LISTEN connection lost; reconnecting")
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-                log.warning("LISTEN connection failed (%s); reconnecting", exc)
+                log.warning("LISTEN connection failed (%s: %s); reconnecting", type(exc).__name__, exc)
             finally:
                 if not conn.is_closed():
                     conn.terminate()
@@ -183,11 +182,23 @@ class PostgresWakeups:
                 await self._take_sql_arrivals(conn, on_work)
 
     async def _take_sql_arrivals(self, conn: asyncpg.Connection, on_work: Callable[[], None]) -> None:
-        taken = await conn.fetchval(self._q.take_sql_arrivals.sql, timeout=5)
+        """Take what committed since the last look; wake this process and tell the others.
+        A look that fails while the connection stays up (a statement timeout, a lock) is
+        logged and tried again at the next one: it does not cost the LISTEN connection."""
+        try:
+            taken = await conn.fetchval(self._q.take_sql_arrivals.sql, timeout=5)
+        except (asyncpg.PostgresError, TimeoutError) as exc:
+            if conn.is_closed():
+                raise
+            log.warning("looking for tasks enqueued from SQL failed (%s: %s)", type(exc).__name__, exc)
+            return
         self.sql_looks += 1
         if taken:
             on_work()
-            await self.announce_work()
+            try:
+                await self.announce_work()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                log.warning("could not tell other Workly processes of new work: %s", exc)
 
 
 def _log_failure(exc: Exception) -> None:

@@ -3,11 +3,14 @@
 -- defaults and its validation (a refusal raises SQLSTATE 22023 naming the field), its
 -- idempotency (a matching key returns the existing id) and its ids.
 --
--- Every object is created in the schema Workly runs in (WORKLY_DATABASE_SCHEMA: the
--- migrating session's search_path is that schema, then pg_temp), and the two functions
--- run with that search_path fixed (SET search_path FROM CURRENT) as their owner (SECURITY
--- DEFINER): a role granted USAGE on the schema and EXECUTE on them can enqueue, and can
--- neither read nor change tasks. Nobody else may call them (REVOKE ... FROM PUBLIC).
+-- Every object is created in the schema Workly runs in (WORKLY_DATABASE_SCHEMA), which
+-- @schema@ names (the migrator puts it in, quoted). The two functions run as their owner
+-- (SECURITY DEFINER) with the search_path pg_catalog, pg_temp and every Workly object named
+-- with its schema: nothing a caller, or anyone who may create objects in that schema (an
+-- operator, a function), puts on a path can stand in for what they use. They also fix
+-- standard_conforming_strings, under which their regular expressions are written. A role
+-- granted USAGE on the schema and EXECUTE on them can enqueue, and can neither read nor
+-- change tasks. Nobody else may call them (REVOKE ... FROM PUBLIC).
 --
 -- The rules mirror workly/outgoing.py, workly/api/schemas.py, workly/api/webhook_schemas.py
 -- and workly/webhooks.py; tests/sql/test_parity.py and test_event_parity.py hold them to the
@@ -17,24 +20,24 @@
 -- A NOTIFY here would take a database-wide lock through the application's commit and
 -- serialize its commits (seed 002; docs/performance.md measures it). UNLOGGED: no WAL for
 -- a wake-up; after a crash the table is empty, and the dispatchers' poll finds the tasks.
-CREATE UNLOGGED TABLE sql_arrivals (
+CREATE UNLOGGED TABLE @schema@.sql_arrivals (
     at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
 -- The limits of the running Workly processes the functions enforce (each process writes
 -- its WORKLY_MAX_BODY_BYTES here when it starts, and so does `workly migrate`).
-CREATE TABLE sql_limits (
+CREATE TABLE @schema@.sql_limits (
     max_body_bytes integer NOT NULL
 );
-CREATE UNIQUE INDEX sql_limits_one_row ON sql_limits ((true));
-INSERT INTO sql_limits (max_body_bytes) VALUES (262144);
+CREATE UNIQUE INDEX sql_limits_one_row ON @schema@.sql_limits ((true));
+INSERT INTO @schema@.sql_limits (max_body_bytes) VALUES (262144);
 
 -- Endpoints' headers were stored as a JSON string holding the object (encoded twice); the
 -- functions read them as objects. (They still accept a string, which a process of an
 -- earlier version may go on writing during an upgrade.)
-UPDATE endpoints SET headers = (headers #>> '{}')::json WHERE json_typeof(headers) = 'string';
+UPDATE @schema@.endpoints SET headers = (headers #>> '{}')::json WHERE json_typeof(headers) = 'string';
 
-CREATE FUNCTION workly_refuse(field text, message text) RETURNS void
+CREATE FUNCTION @schema@.workly_refuse(field text, message text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = field || ': ' || message, COLUMN = field;
@@ -44,7 +47,7 @@ $$;
 -- task_/evt_ + a ULID, as workly/ids.py makes them: 48 bits of milliseconds, 80 random
 -- bits (bytes 0-5 and 10-13 of a version 4 UUID, which carry no version or variant bits),
 -- as 26 Crockford base32 digits.
-CREATE FUNCTION workly_new_id(prefix text) RETURNS text
+CREATE FUNCTION @schema@.workly_new_id(prefix text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     alphabet constant text := '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
@@ -63,23 +66,23 @@ END
 $$;
 
 -- 1-255 printable characters (ShortText in workly/api/schemas.py).
-CREATE FUNCTION workly_check_short_text(field text, value text) RETURNS void
+CREATE FUNCTION @schema@.workly_check_short_text(field text, value text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF value IS NULL THEN
         RETURN;
     END IF;
     IF char_length(value) < 1 OR char_length(value) > 255 THEN
-        PERFORM workly_refuse(field, 'must be 1 to 255 characters');
+        PERFORM @schema@.workly_refuse(field, 'must be 1 to 255 characters');
     END IF;
     IF value ~ '[\x01-\x1f\x7f]' THEN
-        PERFORM workly_refuse(field, 'must not contain control characters');
+        PERFORM @schema@.workly_refuse(field, 'must not contain control characters');
     END IF;
 END
 $$;
 
 -- Python's ipaddress.IPv6Address, which the API's URL parser applies to [literals].
-CREATE FUNCTION workly_is_ipv6(address text) RETURNS boolean
+CREATE FUNCTION @schema@.workly_is_ipv6(address text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     zone_at integer := position('%' IN address);
@@ -171,7 +174,7 @@ $$;
 -- workly/outgoing.py's check_url; returns the URL's origin (scheme://host:port), the key of
 -- a plain task's circuit breaker (workly/webhooks.py's origin_of). One difference: a host
 -- name with non-ASCII characters must be written in punycode here (the API encodes it).
-CREATE FUNCTION workly_check_url(field text, url text) RETURNS text
+CREATE FUNCTION @schema@.workly_check_url(field text, url text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     scheme text;
@@ -182,64 +185,67 @@ DECLARE
     port_number integer;
 BEGIN
     IF url IS NULL THEN
-        PERFORM workly_refuse(field, 'is required');
+        PERFORM @schema@.workly_refuse(field, 'is required');
     END IF;
     IF char_length(url) > 4096 THEN
-        PERFORM workly_refuse(field, 'must be at most 4096 characters');
+        PERFORM @schema@.workly_refuse(field, 'must be at most 4096 characters');
     END IF;
     IF url ~ '[\x01-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]' THEN
-        PERFORM workly_refuse(field, 'the URL must not contain whitespace or control characters');
+        PERFORM @schema@.workly_refuse(field, 'the URL must not contain whitespace or control characters');
     END IF;
     scheme := substring(url FROM '^([A-Za-z][A-Za-z0-9+.-]*):');
-    IF scheme IS NULL OR lower(scheme) NOT IN ('http', 'https') THEN
-        PERFORM workly_refuse(field, 'the URL scheme must be http or https');
+    IF scheme IS NULL OR lower(scheme COLLATE "C") NOT IN ('http', 'https') THEN
+        PERFORM @schema@.workly_refuse(field, 'the URL scheme must be http or https');
     END IF;
     rest := substr(url, char_length(scheme) + 2);
-    scheme := lower(scheme);
+    scheme := lower(scheme COLLATE "C");
     IF left(rest, 2) <> '//' THEN
-        PERFORM workly_refuse(field, 'the URL must name a host');
+        PERFORM @schema@.workly_refuse(field, 'the URL must name a host');
     END IF;
     netloc := substring(rest FROM '^//([^/?#]*)');
     IF netloc ~ '[^\x01-\x7f]' THEN
-        PERFORM workly_refuse(field, 'the URL host must be ASCII: write an international domain name '
+        PERFORM @schema@.workly_refuse(field, 'the URL host must be ASCII: write an international domain name '
                                      'in punycode (xn--...)');
     END IF;
     IF position('@' IN netloc) > 0 THEN
-        PERFORM workly_refuse(field, 'the URL must not carry credentials (user:password@); use a header');
+        PERFORM @schema@.workly_refuse(field, 'the URL must not carry credentials (user:password@); use a header');
     END IF;
     IF left(netloc, 1) = '[' THEN
         IF netloc !~ '^\[[^][]*\](:.*)?$' THEN
-            PERFORM workly_refuse(field, 'not a valid URL: invalid IPv6 literal');
+            PERFORM @schema@.workly_refuse(field, 'not a valid URL: invalid IPv6 literal');
         END IF;
         host := substring(netloc FROM '^\[([^]]*)\]');
         port := substr(substring(netloc FROM '^\[[^]]*\](.*)$'), 2);
-        IF lower(left(host, 1)) = 'v' THEN
-            PERFORM workly_refuse(field, 'the URL host is an IPvFuture literal, which cannot be reached');
+        IF position('\' IN netloc) > 0 THEN
+            PERFORM @schema@.workly_refuse(field, 'not a valid URL: a backslash is not allowed in the host');
         END IF;
-        IF NOT workly_is_ipv6(host) THEN
-            PERFORM workly_refuse(field, format('not a valid URL: %L is not an IPv6 address', host));
+        IF lower(left(host, 1) COLLATE "C") = 'v' THEN
+            PERFORM @schema@.workly_refuse(field, 'the URL host is an IPvFuture literal, which cannot be reached');
+        END IF;
+        IF NOT @schema@.workly_is_ipv6(host) THEN
+            PERFORM @schema@.workly_refuse(field, format('not a valid URL: %L is not an IPv6 address', host));
         END IF;
     ELSE
         IF netloc ~ '[][]' THEN
-            PERFORM workly_refuse(field, 'not a valid URL: invalid IPv6 literal');
+            PERFORM @schema@.workly_refuse(field, 'not a valid URL: invalid IPv6 literal');
         END IF;
         host := split_part(netloc, ':', 1);
         port := substr(netloc, char_length(host) + 2);
         IF host = '' THEN
-            PERFORM workly_refuse(field, 'the URL must name a host');
+            PERFORM @schema@.workly_refuse(field, 'the URL must name a host');
         END IF;
         IF host !~ '^([A-Za-z0-9._~!$&''()*+,;=-]|%[0-9A-Fa-f]{2})+$' THEN
-            PERFORM workly_refuse(field, format('the URL host %L has characters a host name cannot have', host));
+            PERFORM @schema@.workly_refuse(field, format('the URL host %L has characters a host name cannot have', host));
         END IF;
     END IF;
     IF port <> '' THEN
         port := ltrim(port, '0');
         IF port !~ '^[0-9]{1,5}$' OR port::integer NOT BETWEEN 1 AND 65535 THEN
-            PERFORM workly_refuse(field, 'the URL port must be 1-65535');
+            PERFORM @schema@.workly_refuse(field, 'the URL port must be 1-65535');
         END IF;
         port_number := port::integer;
     END IF;
-    host := lower(host);
+    host := lower(host COLLATE "C");
     IF position(':' IN host) > 0 THEN
         host := '[' || host || ']';
     END IF;
@@ -249,7 +255,7 @@ END
 $$;
 
 -- workly/outgoing.py's check_headers.
-CREATE FUNCTION workly_check_headers(headers jsonb) RETURNS void
+CREATE FUNCTION @schema@.workly_check_headers(headers jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     name text;
@@ -259,117 +265,119 @@ DECLARE
     total bigint := 0;
 BEGIN
     IF headers IS NULL OR jsonb_typeof(headers) <> 'object' THEN
-        PERFORM workly_refuse('headers', 'must be a JSON object of header names and string values');
+        PERFORM @schema@.workly_refuse('headers', 'must be a JSON object of header names and string values');
     END IF;
     IF (SELECT count(*) FROM jsonb_object_keys(headers)) > 64 THEN
-        PERFORM workly_refuse('headers', 'at most 64 headers');
+        PERFORM @schema@.workly_refuse('headers', 'at most 64 headers');
     END IF;
     FOR name, value IN SELECT * FROM jsonb_each(headers) LOOP
         IF jsonb_typeof(value) <> 'string' THEN
-            PERFORM workly_refuse('headers', format('header %L must have a string value', name));
+            PERFORM @schema@.workly_refuse('headers', format('header %L must have a string value', name));
         END IF;
         text_value := value #>> '{}';
         IF name !~ '^[!#$%&''*+.^_`|~0-9A-Za-z-]+$' THEN
-            PERFORM workly_refuse('headers', format('invalid header name %L', name));
+            PERFORM @schema@.workly_refuse('headers', format('invalid header name %L', name));
         END IF;
         IF text_value ~ '[\x01-\x08\x0a-\x1f\x7f-\x9f]' THEN
-            PERFORM workly_refuse('headers', format('header %L contains a control character (CR, LF, NUL, ...)', name));
+            PERFORM @schema@.workly_refuse('headers', format('header %L contains a control character (CR, LF, NUL, ...)', name));
         END IF;
         IF text_value <> btrim(text_value, E' \t') THEN
-            PERFORM workly_refuse('headers', format('header %L begins or ends with whitespace', name));
+            PERFORM @schema@.workly_refuse('headers', format('header %L begins or ends with whitespace', name));
         END IF;
         IF text_value ~ '[^\x01-\xff]' THEN
-            PERFORM workly_refuse('headers', format('header %L has characters HTTP headers cannot carry (not latin-1)', name));
+            PERFORM @schema@.workly_refuse('headers', format('header %L has characters HTTP headers cannot carry (not latin-1)', name));
         END IF;
-        IF lower(name) IN ('webhook-id', 'webhook-timestamp', 'webhook-signature') THEN
-            PERFORM workly_refuse('headers', format('header %L is set by Workly on every delivery (Standard Webhooks)', name));
+        IF lower(name COLLATE "C") IN ('webhook-id', 'webhook-timestamp', 'webhook-signature') THEN
+            PERFORM @schema@.workly_refuse('headers', format('header %L is set by Workly on every delivery (Standard Webhooks)', name));
         END IF;
-        IF lower(name) IN ('host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive',
+        IF lower(name COLLATE "C") IN ('host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive',
                            'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te',
                            'trailer', 'upgrade', 'expect') THEN
-            PERFORM workly_refuse('headers', format('header %L belongs to the connection; Workly sets what it needs itself', name));
+            PERFORM @schema@.workly_refuse('headers', format('header %L belongs to the connection; Workly sets what it needs itself', name));
         END IF;
         IF char_length(text_value) > 8192 THEN
-            PERFORM workly_refuse('headers', format('header %L is longer than 8192 characters', name));
+            PERFORM @schema@.workly_refuse('headers', format('header %L is longer than 8192 characters', name));
         END IF;
-        IF lower(name) = ANY (seen) THEN
-            PERFORM workly_refuse('headers', format('header %L is given twice', name));
+        IF lower(name COLLATE "C") = ANY (seen) THEN
+            PERFORM @schema@.workly_refuse('headers', format('header %L is given twice', name));
         END IF;
-        seen := seen || lower(name);
+        seen := seen || lower(name COLLATE "C");
         total := total + char_length(name) + char_length(text_value);
     END LOOP;
     IF total > 32768 THEN
-        PERFORM workly_refuse('headers', 'the headers together are longer than 32768 characters');
+        PERFORM @schema@.workly_refuse('headers', 'the headers together are longer than 32768 characters');
     END IF;
 END
 $$;
 
--- base64.b64decode(value, validate=True): the decoded bytes, or a refusal.
-CREATE FUNCTION workly_base64(field text, value text) RETURNS bytea
+-- base64.b64decode(value, validate=True): the decoded bytes, or a refusal. (Python's strict
+-- mode takes any run of '=' after complete groups of four, and exactly the padding a short
+-- last group needs.)
+CREATE FUNCTION @schema@.workly_base64(field text, value text) RETURNS bytea
 LANGUAGE plpgsql AS $$
 DECLARE
     data text := substring(value FROM '^[A-Za-z0-9+/]*');
     padding integer := char_length(value) - char_length(data);
     tail integer := char_length(data) % 4;
 BEGIN
-    IF value !~ '^[A-Za-z0-9+/]*={0,2}$'
+    IF value !~ '^[A-Za-z0-9+/]*=*$'
        OR NOT ((tail = 0 AND (padding = 0 OR data <> '')) OR (tail = 2 AND padding = 2) OR (tail = 3 AND padding = 1)) THEN
-        PERFORM workly_refuse(field, 'is not valid base64');
+        PERFORM @schema@.workly_refuse(field, 'is not valid base64');
     END IF;
     RETURN decode(data || repeat('=', (4 - tail) % 4), 'base64');
 END
 $$;
 
 -- check_run_at (workly/api/schemas.py), and delay: when a task or event is due.
-CREATE FUNCTION workly_due_at(now_ timestamptz, delay double precision, run_at timestamptz) RETURNS timestamptz
+CREATE FUNCTION @schema@.workly_due_at(now_ timestamptz, delay double precision, run_at timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql AS $$
 BEGIN
     IF delay IS NOT NULL AND run_at IS NOT NULL THEN
-        PERFORM workly_refuse('delay', 'give either delay or run_at, not both');
+        PERFORM @schema@.workly_refuse('delay', 'give either delay or run_at, not both');
     END IF;
     IF delay IS NOT NULL AND NOT (delay >= 0 AND delay <= 366 * 86400) THEN
-        PERFORM workly_refuse('delay', 'must be 0 to 31622400 seconds');
+        PERFORM @schema@.workly_refuse('delay', 'must be 0 to 31622400 seconds');
     END IF;
     IF run_at IS NOT NULL AND NOT (run_at >= '1970-01-01T00:00:00Z' AND run_at < '3000-01-01T00:00:00Z') THEN
-        PERFORM workly_refuse('run_at', 'must fall in the years 1970 to 2999 (UTC)');
+        PERFORM @schema@.workly_refuse('run_at', 'must fall in the years 1970 to 2999 (UTC)');
     END IF;
     RETURN coalesce(run_at, now_ + make_interval(secs => coalesce(delay, 0)));
 END
 $$;
 
-CREATE FUNCTION workly_check_range(field text, value double precision, low double precision,
+CREATE FUNCTION @schema@.workly_check_range(field text, value double precision, low double precision,
                                    high double precision, low_included boolean) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF value IS NOT NULL AND NOT ((value > low OR (low_included AND value = low)) AND value <= high) THEN
-        PERFORM workly_refuse(field, format('must be %s %s and at most %s', CASE WHEN low_included THEN 'at least' ELSE 'more than' END, low, high));
+        PERFORM @schema@.workly_refuse(field, format('must be %s %s and at most %s', CASE WHEN low_included THEN 'at least' ELSE 'more than' END, low, high));
     END IF;
 END
 $$;
 
 -- The body's bytes and the headers to send them with (workly/body.py's encode_body).
-CREATE FUNCTION workly_encode_body(INOUT headers jsonb, body jsonb, body_base64 text, OUT bytes bytea)
+CREATE FUNCTION @schema@.workly_encode_body(INOUT headers jsonb, body jsonb, body_base64 text, OUT bytes bytea)
 LANGUAGE plpgsql AS $$
 DECLARE
     content_type text;
     media text;
 BEGIN
     IF body IS NOT NULL AND body_base64 IS NOT NULL THEN
-        PERFORM workly_refuse('body', 'give either body or body_base64, not both');
+        PERFORM @schema@.workly_refuse('body', 'give either body or body_base64, not both');
     END IF;
     IF body_base64 IS NOT NULL THEN
-        bytes := workly_base64('body_base64', body_base64);
+        bytes := @schema@.workly_base64('body_base64', body_base64);
         RETURN;
     END IF;
     IF body IS NULL OR body = 'null'::jsonb THEN
         bytes := '';
         RETURN;
     END IF;
-    SELECT h.value #>> '{}' INTO content_type FROM jsonb_each(headers) AS h WHERE lower(h.key) = 'content-type';
+    SELECT h.value #>> '{}' INTO content_type FROM jsonb_each(headers) AS h WHERE lower(h.key COLLATE "C") = 'content-type';
     IF content_type IS NULL THEN
         headers := headers || '{"content-type": "application/json"}';
     ELSE
-        media := lower(btrim(split_part(content_type, ';', 1), E' \t\u00a0'));
+        media := lower(btrim(split_part(content_type, ';', 1), E' \t\u00a0') COLLATE "C");
         IF jsonb_typeof(body) = 'string' AND media <> 'application/json' AND media NOT LIKE '%+json' THEN
             bytes := convert_to(body #>> '{}', 'UTF8');
             RETURN;
@@ -379,19 +387,19 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION workly_check_body_size(field text, bytes bytea) RETURNS void
+CREATE FUNCTION @schema@.workly_check_body_size(field text, bytes bytea) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    limit_bytes integer := (SELECT max_body_bytes FROM sql_limits);
+    limit_bytes integer := (SELECT max_body_bytes FROM @schema@.sql_limits);
 BEGIN
     IF octet_length(bytes) > limit_bytes THEN
-        PERFORM workly_refuse(field, format('is %s bytes; at most %s (WORKLY_MAX_BODY_BYTES)', octet_length(bytes), limit_bytes));
+        PERFORM @schema@.workly_refuse(field, format('is %s bytes; at most %s (WORKLY_MAX_BODY_BYTES)', octet_length(bytes), limit_bytes));
     END IF;
 END
 $$;
 
 -- check_stop_on (workly/models.py): the list to store, comma separated, without repeats.
-CREATE FUNCTION workly_stop_on(stop_on text[]) RETURNS text
+CREATE FUNCTION @schema@.workly_stop_on(stop_on text[]) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     entry text;
@@ -401,14 +409,14 @@ BEGIN
         RETURN NULL;
     END IF;
     IF array_ndims(stop_on) > 1 THEN
-        PERFORM workly_refuse('stop_on', 'must be a list of status codes and classes');
+        PERFORM @schema@.workly_refuse('stop_on', 'must be a list of status codes and classes');
     END IF;
     IF cardinality(stop_on) > 100 THEN
-        PERFORM workly_refuse('stop_on', 'lists at most 100 entries');
+        PERFORM @schema@.workly_refuse('stop_on', 'lists at most 100 entries');
     END IF;
     FOREACH entry IN ARRAY stop_on LOOP
         IF entry IS NULL OR entry !~ '^[345](xx|[0-9][0-9])$' THEN
-            PERFORM workly_refuse('stop_on', format('entry %L must be a status code from 300 to 599 ("404") '
+            PERFORM @schema@.workly_refuse('stop_on', format('entry %L must be a status code from 300 to 599 ("404") '
                                                     'or a class ("3xx", "4xx", "5xx")', entry));
         END IF;
         IF NOT entry = ANY (kept) THEN
@@ -419,19 +427,19 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION workly_check_callbacks(callback_url text, failure_callback_url text) RETURNS void
+CREATE FUNCTION @schema@.workly_check_callbacks(callback_url text, failure_callback_url text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF callback_url IS NOT NULL THEN
-        PERFORM workly_check_url('callback_url', callback_url);
+        PERFORM @schema@.workly_check_url('callback_url', callback_url);
     END IF;
     IF failure_callback_url IS NOT NULL THEN
-        PERFORM workly_check_url('failure_callback_url', failure_callback_url);
+        PERFORM @schema@.workly_check_url('failure_callback_url', failure_callback_url);
     END IF;
 END
 $$;
 
-CREATE FUNCTION enqueue_task(
+CREATE FUNCTION @schema@.enqueue_task(
     queue text,
     url text DEFAULT NULL,  -- required, but refused by name (22023) rather than by signature
     method text DEFAULT 'POST',
@@ -453,7 +461,8 @@ CREATE FUNCTION enqueue_task(
     callback_url text DEFAULT NULL,
     failure_callback_url text DEFAULT NULL
 ) RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp SET standard_conforming_strings = on AS $$
 DECLARE
     now_ timestamptz := clock_timestamp();
     origin text;
@@ -463,71 +472,74 @@ DECLARE
     held boolean;
     task_id text;
 BEGIN
-    IF queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
-        PERFORM workly_refuse('queue', 'must be 1-128 letters, digits, dots, dashes and underscores, '
+    IF queue IS NULL THEN
+        PERFORM @schema@.workly_refuse('queue', 'is required');
+    END IF;
+    IF queue !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' THEN
+        PERFORM @schema@.workly_refuse('queue', 'must be 1-128 letters, digits, dots, dashes and underscores, '
                                        'starting with a letter or digit');
     END IF;
     IF left(queue, 3) = 'ep_' THEN
-        PERFORM workly_refuse('queue', 'queue names starting with ''ep_'' are reserved for endpoints');
+        PERFORM @schema@.workly_refuse('queue', 'queue names starting with ''ep_'' are reserved for endpoints');
     END IF;
-    origin := workly_check_url('url', url);
+    origin := @schema@.workly_check_url('url', url);
     IF method IS NULL OR method NOT IN ('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS') THEN
-        PERFORM workly_refuse('method', 'must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS');
+        PERFORM @schema@.workly_refuse('method', 'must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS');
     END IF;
-    PERFORM workly_check_headers(headers);
-    due := workly_due_at(now_, delay, run_at);
+    PERFORM @schema@.workly_check_headers(headers);
+    due := @schema@.workly_due_at(now_, delay, run_at);
     IF priority IS NULL OR priority NOT BETWEEN -1000000 AND 1000000 THEN
-        PERFORM workly_refuse('priority', 'must be -1000000 to 1000000');
+        PERFORM @schema@.workly_refuse('priority', 'must be -1000000 to 1000000');
     END IF;
     IF key IS NOT NULL THEN
-        PERFORM workly_check_short_text('key', key);
+        PERFORM @schema@.workly_check_short_text('key', key);
     END IF;
     IF tenant IS NOT NULL THEN
-        PERFORM workly_check_short_text('tenant', tenant);
+        PERFORM @schema@.workly_check_short_text('tenant', tenant);
     END IF;
     IF idempotency_key IS NOT NULL THEN
-        PERFORM workly_check_short_text('idempotency_key', idempotency_key);
+        PERFORM @schema@.workly_check_short_text('idempotency_key', idempotency_key);
     END IF;
     IF max_attempts IS NOT NULL AND max_attempts NOT BETWEEN 1 AND 1000 THEN
-        PERFORM workly_refuse('max_attempts', 'must be 1 to 1000');
+        PERFORM @schema@.workly_refuse('max_attempts', 'must be 1 to 1000');
     END IF;
     IF timeout IS NOT NULL THEN
-        PERFORM workly_check_range('timeout', timeout, 0, 3600, false);
+        PERFORM @schema@.workly_check_range('timeout', timeout, 0, 3600, false);
     END IF;
     IF stop_on IS NOT NULL THEN
-        stop_on_text := workly_stop_on(stop_on);
+        stop_on_text := @schema@.workly_stop_on(stop_on);
     END IF;
     IF deadline IS NOT NULL THEN
-        PERFORM workly_check_range('deadline', deadline, 0, 366 * 86400, false);
+        PERFORM @schema@.workly_check_range('deadline', deadline, 0, 366 * 86400, false);
     END IF;
     IF min_backoff IS NOT NULL THEN
-        PERFORM workly_check_range('min_backoff', min_backoff, 0, 86400, true);
+        PERFORM @schema@.workly_check_range('min_backoff', min_backoff, 0, 86400, true);
     END IF;
     IF max_backoff IS NOT NULL THEN
-        PERFORM workly_check_range('max_backoff', max_backoff, 0, 30 * 86400, true);
+        PERFORM @schema@.workly_check_range('max_backoff', max_backoff, 0, 30 * 86400, true);
     END IF;
     IF min_backoff > max_backoff THEN
-        PERFORM workly_refuse('min_backoff', format('min_backoff (%ss) must not exceed max_backoff (%ss)', min_backoff, max_backoff));
+        PERFORM @schema@.workly_refuse('min_backoff', format('min_backoff (%ss) must not exceed max_backoff (%ss)', min_backoff, max_backoff));
     END IF;
     IF callback_url IS NOT NULL OR failure_callback_url IS NOT NULL THEN
-        PERFORM workly_check_callbacks(callback_url, failure_callback_url);
+        PERFORM @schema@.workly_check_callbacks(callback_url, failure_callback_url);
     END IF;
-    encoded := workly_encode_body(headers, body, body_base64);
-    PERFORM workly_check_body_size('body', encoded.bytes);
+    encoded := @schema@.workly_encode_body(headers, body, body_base64);
+    PERFORM @schema@.workly_check_body_size('body', encoded.bytes);
 
     -- As enqueue_tasks (storage/sql/postgres.sql): create the queue if missing, hold the
     -- task while its origin's breaker is open, skip a taken idempotency key.
-    IF NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = enqueue_task.queue) THEN
-        INSERT INTO queues (name, created_at, updated_at) VALUES (enqueue_task.queue, now_, now_)
+    IF NOT EXISTS (SELECT 1 FROM @schema@.queues q WHERE q.name = enqueue_task.queue) THEN
+        INSERT INTO @schema@.queues (name, created_at, updated_at) VALUES (enqueue_task.queue, now_, now_)
         ON CONFLICT DO NOTHING;
     END IF;
-    held := EXISTS (SELECT 1 FROM breakers b WHERE b.key = origin AND b.position = 'open');
+    held := EXISTS (SELECT 1 FROM @schema@.breakers b WHERE b.key = origin AND b.position = 'open');
     FOR attempt IN 1..3 LOOP
-        INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority,
+        INSERT INTO @schema@.tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority,
                            key, tenant, idempotency_key, max_attempts, timeout, created_at, updated_at,
                            breaker, stop_on, deadline, min_backoff, max_backoff, callback_url,
                            failure_callback_url)
-        VALUES (workly_new_id('task'), enqueue_task.queue, 'ready', enqueue_task.url, enqueue_task.method,
+        VALUES (@schema@.workly_new_id('task'), enqueue_task.queue, 'ready', enqueue_task.url, enqueue_task.method,
                 encoded.headers::json, encoded.bytes,
                 CASE WHEN held THEN '9999-01-01T00:00:00Z' ELSE due END, CASE WHEN held THEN due END,
                 enqueue_task.priority, enqueue_task.key, enqueue_task.tenant, enqueue_task.idempotency_key,
@@ -537,11 +549,11 @@ BEGIN
         ON CONFLICT DO NOTHING
         RETURNING id INTO task_id;
         IF task_id IS NOT NULL THEN
-            INSERT INTO sql_arrivals DEFAULT VALUES;
+            INSERT INTO @schema@.sql_arrivals DEFAULT VALUES;
             RETURN task_id;
         END IF;
         -- The key is taken: the task that holds it (unless it was deleted since; then again).
-        SELECT t.id INTO task_id FROM tasks t
+        SELECT t.id INTO task_id FROM @schema@.tasks t
         WHERE t.queue = enqueue_task.queue AND t.idempotency_key = enqueue_task.idempotency_key;
         IF task_id IS NOT NULL THEN
             RETURN task_id;
@@ -554,7 +566,7 @@ $$;
 
 -- The event and one task per enabled endpoint of its tenant subscribed to its type, as
 -- publish_event (storage/sql/postgres_webhooks.sql) stores them; the event's id.
-CREATE FUNCTION publish_event(
+CREATE FUNCTION @schema@.publish_event(
     type text DEFAULT NULL,  -- required, but refused by name (22023) rather than by signature
     payload jsonb DEFAULT NULL,
     payload_base64 text DEFAULT NULL,
@@ -566,7 +578,8 @@ CREATE FUNCTION publish_event(
     callback_url text DEFAULT NULL,
     failure_callback_url text DEFAULT NULL
 ) RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp SET standard_conforming_strings = on AS $$
 DECLARE
     now_ timestamptz := clock_timestamp();
     due timestamptz;
@@ -575,45 +588,48 @@ DECLARE
     event_id text;
     delivered integer;
 BEGIN
-    IF type IS NULL OR char_length(type) > 128 OR type !~ '^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$' THEN
-        PERFORM workly_refuse('type', 'must be dot-separated words of letters, digits, _ and - '
+    IF type IS NULL THEN
+        PERFORM @schema@.workly_refuse('type', 'is required');
+    END IF;
+    IF char_length(type) > 128 OR type !~ '^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$' THEN
+        PERFORM @schema@.workly_refuse('type', 'must be dot-separated words of letters, digits, _ and - '
                                       '(at most 128 characters), such as invoice.paid');
     END IF;
     IF left(type, 7) = 'workly.' THEN
-        PERFORM workly_refuse('type', 'event types starting with ''workly.'' are Workly''s own; choose another prefix');
+        PERFORM @schema@.workly_refuse('type', 'event types starting with ''workly.'' are Workly''s own; choose another prefix');
     END IF;
     IF payload IS NOT NULL AND payload_base64 IS NOT NULL THEN
-        PERFORM workly_refuse('payload', 'give either payload or payload_base64, not both');
+        PERFORM @schema@.workly_refuse('payload', 'give either payload or payload_base64, not both');
     END IF;
     IF payload IS NULL AND payload_base64 IS NULL THEN
-        PERFORM workly_refuse('payload', 'give payload (any JSON) or payload_base64');
+        PERFORM @schema@.workly_refuse('payload', 'give payload (any JSON) or payload_base64');
     END IF;
     IF tenant IS NOT NULL THEN
-        PERFORM workly_check_short_text('tenant', tenant);
+        PERFORM @schema@.workly_check_short_text('tenant', tenant);
     END IF;
     IF key IS NOT NULL THEN
-        PERFORM workly_check_short_text('key', key);
+        PERFORM @schema@.workly_check_short_text('key', key);
     END IF;
     IF idempotency_key IS NOT NULL THEN
-        PERFORM workly_check_short_text('idempotency_key', idempotency_key);
+        PERFORM @schema@.workly_check_short_text('idempotency_key', idempotency_key);
     END IF;
-    due := workly_due_at(now_, delay, run_at);
+    due := @schema@.workly_due_at(now_, delay, run_at);
     IF callback_url IS NOT NULL OR failure_callback_url IS NOT NULL THEN
-        PERFORM workly_check_callbacks(callback_url, failure_callback_url);
+        PERFORM @schema@.workly_check_callbacks(callback_url, failure_callback_url);
     END IF;
     IF payload_base64 IS NOT NULL THEN
-        bytes := workly_base64('payload_base64', payload_base64);
+        bytes := @schema@.workly_base64('payload_base64', payload_base64);
         content_type := 'application/octet-stream';
     ELSE
         bytes := convert_to(payload::text, 'UTF8');
         content_type := 'application/json';
     END IF;
-    PERFORM workly_check_body_size('payload', bytes);
+    PERFORM @schema@.workly_check_body_size('payload', bytes);
 
     FOR attempt IN 1..3 LOOP
-        INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
+        INSERT INTO @schema@.events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
                             callback_url, failure_callback_url)
-        VALUES (workly_new_id('evt'), publish_event.type, publish_event.tenant, publish_event.key,
+        VALUES (@schema@.workly_new_id('evt'), publish_event.type, publish_event.tenant, publish_event.key,
                 publish_event.idempotency_key, bytes, content_type, due, now_, publish_event.callback_url,
                 publish_event.failure_callback_url)
         ON CONFLICT DO NOTHING
@@ -621,7 +637,7 @@ BEGIN
         IF event_id IS NOT NULL THEN
             EXIT;
         END IF;
-        SELECT e.id INTO event_id FROM events e
+        SELECT e.id INTO event_id FROM @schema@.events e
         WHERE coalesce(e.tenant, '') = coalesce(publish_event.tenant, '')
           AND e.idempotency_key = publish_event.idempotency_key;
         IF event_id IS NOT NULL THEN
@@ -635,21 +651,21 @@ BEGIN
 
     -- Subscribers (workly/webhooks.py's matches): no types given = every type but
     -- workly.*; an exact type; or 'prefix.*' for every type under prefix.
-    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority, key,
+    INSERT INTO @schema@.tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority, key,
                        created_at, updated_at, event_id, endpoint_id, breaker, callback_url,
                        failure_callback_url)
-    SELECT workly_new_id('task'), ep.id, 'ready', ep.url, 'POST',
-           CASE WHEN EXISTS (SELECT 1 FROM json_object_keys(ep_headers.object) AS h(name) WHERE lower(h.name) = 'content-type')
+    SELECT @schema@.workly_new_id('task'), ep.id, 'ready', ep.url, 'POST',
+           CASE WHEN EXISTS (SELECT 1 FROM json_object_keys(ep_headers.object) AS h(name) WHERE lower(h.name COLLATE "C") = 'content-type')
                 THEN ep_headers.object
                 ELSE (ep_headers.object::jsonb || jsonb_build_object('content-type', content_type))::json END,
            bytes, CASE WHEN b.key IS NULL THEN due ELSE '9999-01-01T00:00:00Z' END,
            CASE WHEN b.key IS NOT NULL THEN due END, 0, publish_event.key, now_, now_, event_id, ep.id, ep.id,
            publish_event.callback_url, publish_event.failure_callback_url
-    FROM endpoints ep
+    FROM @schema@.endpoints ep
     CROSS JOIN LATERAL (
         SELECT CASE json_typeof(ep.headers) WHEN 'string' THEN (ep.headers #>> '{}')::json ELSE ep.headers END
     ) AS ep_headers(object)
-    LEFT JOIN breakers b ON b.key = ep.id AND b.position = 'open'
+    LEFT JOIN @schema@.breakers b ON b.key = ep.id AND b.position = 'open'
     WHERE ep.enabled AND ep.tenant IS NOT DISTINCT FROM publish_event.tenant
       AND (CASE WHEN ep.event_types IS NULL THEN left(publish_event.type, 7) <> 'workly.'
                 ELSE EXISTS (SELECT 1 FROM unnest(ep.event_types) AS p(pattern)
@@ -660,20 +676,20 @@ BEGIN
     ORDER BY ep.seq;
     GET DIAGNOSTICS delivered = ROW_COUNT;
     IF delivered > 0 THEN
-        INSERT INTO sql_arrivals DEFAULT VALUES;
+        INSERT INTO @schema@.sql_arrivals DEFAULT VALUES;
     END IF;
     RETURN event_id;
 END
 $$;
 
-REVOKE ALL ON FUNCTION enqueue_task(text, text, text, jsonb, jsonb, text, double precision, timestamptz, bigint,
+REVOKE ALL ON FUNCTION @schema@.enqueue_task(text, text, text, jsonb, jsonb, text, double precision, timestamptz, bigint,
                                     text, text, text, bigint, double precision, text[], double precision,
                                     double precision, double precision, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION publish_event(text, jsonb, text, text, text, text, double precision, timestamptz, text,
+REVOKE ALL ON FUNCTION @schema@.publish_event(text, jsonb, text, text, text, text, double precision, timestamptz, text,
                                      text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION workly_refuse(text, text), workly_new_id(text), workly_check_short_text(text, text),
-                       workly_is_ipv6(text), workly_check_url(text, text), workly_check_headers(jsonb),
-                       workly_base64(text, text), workly_due_at(timestamptz, double precision, timestamptz),
-                       workly_check_range(text, double precision, double precision, double precision, boolean),
-                       workly_encode_body(jsonb, jsonb, text), workly_check_body_size(text, bytea),
-                       workly_stop_on(text[]), workly_check_callbacks(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @schema@.workly_refuse(text, text), @schema@.workly_new_id(text), @schema@.workly_check_short_text(text, text),
+                       @schema@.workly_is_ipv6(text), @schema@.workly_check_url(text, text), @schema@.workly_check_headers(jsonb),
+                       @schema@.workly_base64(text, text), @schema@.workly_due_at(timestamptz, double precision, timestamptz),
+                       @schema@.workly_check_range(text, double precision, double precision, double precision, boolean),
+                       @schema@.workly_encode_body(jsonb, jsonb, text), @schema@.workly_check_body_size(text, bytea),
+                       @schema@.workly_stop_on(text[]), @schema@.workly_check_callbacks(text, text) FROM PUBLIC;

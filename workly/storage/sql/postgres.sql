@@ -549,8 +549,12 @@ SELECT pg_notify(:channel, :payload);
 -- Tasks enqueued by the SQL functions announce themselves with a row here, which becomes
 -- visible when (and only if) the application's transaction commits: a NOTIFY in that
 -- transaction would serialize the application's commits (docs/sql-enqueue.md). Whoever
--- deletes the rows wakes its dispatcher and tells the other processes.
-WITH taken AS (DELETE FROM sql_arrivals RETURNING 1)
+-- deletes the rows wakes its dispatcher and tells the other processes. At most 10,000 at a
+-- time: a backlog left by a long outage is taken over several looks, each one short.
+WITH taken AS (
+    DELETE FROM sql_arrivals WHERE ctid = ANY (ARRAY(SELECT ctid FROM sql_arrivals LIMIT 10000))
+    RETURNING 1
+)
 SELECT count(*) FROM taken;
 
 -- name: set_sql_limits
@@ -561,17 +565,14 @@ SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = :name);
 
 -- name: earlier_install_elsewhere
 -- Before WORKLY_DATABASE_SCHEMA, Workly's tables went where the connecting role's search_path
--- put them: its "$user" schema when one exists, or a search_path set for the role or the
--- database. Such an install, when none is in public (the default now): its schema, or none.
+-- put them (its "$user" schema, a search_path set for the role, the database, the server or
+-- in the URL). When public holds no install and no schema was configured: a schema that
+-- holds one, or none.
 SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relname = 'schema_version' AND c.relkind = 'r' AND n.nspname <> 'public'
   AND to_regclass('public.schema_version') IS NULL
   AND EXISTS (SELECT 1 FROM pg_class t WHERE t.relnamespace = n.oid AND t.relname = 'tasks')
-  AND (n.nspname = current_user OR EXISTS (
-        SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) AS o(option)
-        WHERE s.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user))
-          AND s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
-          AND o.option LIKE 'search_path=%' AND position(n.nspname IN o.option) > 0))
+  AND EXISTS (SELECT 1 FROM pg_class q WHERE q.relnamespace = n.oid AND q.relname = 'queues')
 ORDER BY n.nspname
 LIMIT 1;
 
