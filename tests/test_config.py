@@ -44,7 +44,13 @@ def test_a_bad_pool_size_in_the_database_url_is_refused(size: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ["search_path=legacy", "options=-c%20search_path%3Dlegacy", "sslmode=disable&search_path=a"]
+    "query",
+    [
+        "search_path=legacy",
+        "options=-c%20search_path%3Dlegacy",
+        "sslmode=disable&search_path=a",
+        "SEARCH_PATH=a",
+    ],
 )
 def test_a_search_path_in_the_database_url_is_refused_for_the_schema_setting(query: str) -> None:
     with pytest.raises(ValidationError, match="WORKLY_DATABASE_SCHEMA"):
@@ -53,3 +59,14 @@ def test_a_search_path_in_the_database_url_is_refused_for_the_schema_setting(que
 
 def test_other_options_in_the_database_url_are_kept() -> None:
     assert Settings(database_url="postgresql://u@db/app?options=-c%20jit%3Doff").database_url
+
+
+@pytest.mark.parametrize(
+    ("interval", "ok"), [(0, True), (0.001, True), (0.005, True), (0.0001, False), (-1, False)]
+)
+def test_the_sql_poll_interval_is_zero_or_at_least_a_millisecond(interval: float, ok: bool) -> None:
+    if ok:
+        assert Settings(sql_poll_interval=interval).sql_poll_interval == interval
+    else:
+        with pytest.raises(ValidationError):
+            Settings(sql_poll_interval=interval)

@@ -131,6 +131,8 @@ def serve(
         )
     if settings.database_url.startswith("sqlite:") and workers > 1:
         _fail("SQLite has a single writer: run one process (--workers 1) or use PostgreSQL")
+    if not settings.database_url.startswith("sqlite:"):
+        _refuse_an_install_elsewhere(settings)
     # Several workers share their metrics through prometheus_client's multiprocess mode
     # (workly/metrics.py). prometheus_client reads the variable when a process imports it,
     # so it goes into the environment here, before uvicorn spawns the workers; and the
@@ -168,6 +170,21 @@ def serve(
         if own_metrics_dir is not None:
             del os.environ[multiproc_env]
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
+
+
+def _refuse_an_install_elsewhere(settings: Settings) -> None:
+    """Migrate before the workers start, so that a database whose Workly install is in another
+    schema than the configured one is refused on one line (each worker would fail with a
+    traceback)."""
+    from workly.errors import ConfigError, WorklyError
+    from workly.service import migrate_database
+
+    try:
+        asyncio.run(migrate_database(settings))
+    except ConfigError as exc:
+        _fail(str(exc))
+    except WorklyError:
+        pass  # the database cannot be reached now: the workers say so as they start
 
 
 @app.command()

@@ -156,6 +156,13 @@ class Settings(BaseSettings):
             raise ValueError(str(exc)) from None
         return value
 
+    @field_validator("sql_poll_interval")
+    @classmethod
+    def _poll_floor(cls, value: float) -> float:
+        if 0 < value < 0.001:
+            raise ValueError("must be 0 or at least 0.001 (a look is a statement on the database)")
+        return value
+
     @field_validator("database_schema")
     @classmethod
     def _schema_name(cls, value: str) -> str:

@@ -32,7 +32,7 @@ def split_pool_size(url: str) -> tuple[str, int]:
     size = max(4, os.cpu_count() or 1)
     kept = []
     for name, value in query:
-        if name == "search_path" or (name == "options" and "search_path" in value):
+        if name.lower() == "search_path" or (name == "options" and "search_path" in value.lower()):
             raise ConfigError(
                 "the database URL sets a search_path: name Workly's schema with WORKLY_DATABASE_SCHEMA "
                 "instead (every Workly connection sets its own search_path)"

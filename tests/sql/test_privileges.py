@@ -387,3 +387,29 @@ async def test_a_caller_without_standard_conforming_strings_gets_the_same_rules(
                 await conn.fetchval(PUBLISH, bad_type, '{"n": 1}')
     finally:
         await conn.close()
+
+
+async def test_an_overload_planted_beside_a_helper_is_never_chosen(
+    roles: Roles, app_conn: asyncpg.Connection
+) -> None:
+    """Every helper is called with its parameters' exact types: an overload taking integers
+    for a range check's bounds (which a call with integer literals would prefer) is not run."""
+    role = await roles.create(*DOC_GRANTS, f"GRANT CREATE ON SCHEMA {SCHEMA} TO {{role}}")
+    conn = await roles.connect(role)
+    await conn.execute(f"CREATE TABLE {SCHEMA}.loot (who text)")
+    for parameters in ("text, double precision, integer, integer, boolean",
+                       "text, double precision, integer, numeric, boolean",
+                       "varchar, double precision, double precision, double precision, boolean"):  # fmt: skip
+        await conn.execute(
+            f"""CREATE FUNCTION {SCHEMA}.workly_check_range({parameters}) RETURNS void LANGUAGE sql AS $$
+                    INSERT INTO {SCHEMA}.loot SELECT current_user $$"""
+        )
+    task_id = await conn.fetchval(
+        f"SELECT {SCHEMA}.enqueue_task(queue => 'q', url => $1, timeout => 5, deadline => 60,"
+        " min_backoff => 1, max_backoff => 2)",
+        HOOK,
+    )
+    assert TASK_ID.fullmatch(task_id)
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"^timeout: "):
+        await conn.fetchval(f"SELECT {SCHEMA}.enqueue_task(queue => 'q', url => $1, timeout => 0)", HOOK)
+    assert await app_conn.fetchval(f"SELECT count(*) FROM {SCHEMA}.loot") == 0

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from tests.support.servers import TEST_SECRET, in_process
+from tests.support.servers import TEST_SECRET, free_port, in_process
 from workly.config import Settings
 from workly.errors import ConfigError
 from workly.storage.migrator import load_migrations
@@ -233,7 +233,12 @@ async def workly_cli(*args: str, **env: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         script, *args, env={**base, **env}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    except TimeoutError:
+        process.kill()  # this test's own process, by its handle
+        await process.wait()
+        raise
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -270,6 +275,13 @@ async def test_workly_migrate_creates_the_schema_and_its_tables(pg_fresh_db: str
     code, out, err = await workly_cli("migrate", WORKLY_DATABASE_URL=pg_fresh_db)
     assert code == 2
     assert "WORKLY_DATABASE_SCHEMA=workly" in err and "Traceback" not in err
+    serve_env = {"WORKLY_DATABASE_URL": pg_fresh_db, "WORKLY_SIGNING_SECRET": TEST_SECRET,
+                 "WORKLY_API_TOKENS": "token-0123456789abcdef"}  # fmt: skip
+    code, out, err = await workly_cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), **serve_env)
+    assert code == 2, err  # refused before it listens: the port is never bound
+    assert err.strip().startswith("workly: ") and err.strip().count("\n") == 0, err
+    assert "WORKLY_DATABASE_SCHEMA=workly" in err
+    assert await _count_schema_versions(pg_fresh_db) == 1
 
 
 async def test_workly_migrate_refuses_a_bad_schema_name() -> None:
@@ -279,3 +291,12 @@ async def test_workly_migrate_refuses_a_bad_schema_name() -> None:
     assert code == 2, out + err
     [line] = err.strip().splitlines()
     assert "WORKLY_DATABASE_SCHEMA" in line and "'Bad-Name'" in line and "Traceback" not in out + err
+
+
+async def _count_schema_versions(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        found: int = await conn.fetchval("SELECT count(*) FROM pg_class WHERE relname = 'schema_version'")
+        return found
+    finally:
+        await conn.close()

@@ -127,6 +127,9 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             # Not bounded by the statement timeout: waiting for another process's migration,
             # or building an index over a large table, may rightly take minutes.
             await _execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
+            # The migrations' string literals are written with it on, whatever the role or
+            # the database set.
+            await conn.execute("SET LOCAL standard_conforming_strings = on")
             if not self._schema_given:
                 await self._refuse_an_install_elsewhere(conn)
             if not await _fetchval(conn, self._q.schema_exists, name=self._schema):

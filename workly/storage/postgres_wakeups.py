@@ -70,6 +70,8 @@ class PostgresWakeups:
         self._peers: dict[str, float] = {}  # other processes' ids → when last heard (monotonic)
         self._listener: asyncio.Task[None] | None = None
         self._sql_every: float | None = None
+        self._sql_backoff = 0.0  # seconds between looks while they fail (0: they work)
+        self._sql_retry_at = 0.0  # monotonic
         self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
         self.announced = 0
         self.sql_looks = 0  # looks for tasks enqueued from SQL, done
@@ -183,15 +185,24 @@ class PostgresWakeups:
 
     async def _take_sql_arrivals(self, conn: asyncpg.Connection, on_work: Callable[[], None]) -> None:
         """Take what committed since the last look; wake this process and tell the others.
-        A look that fails while the connection stays up (a statement timeout, a lock) is
-        logged and tried again at the next one: it does not cost the LISTEN connection."""
+        A look that fails while the connection stays up (a statement timeout, a lock, a
+        missing privilege) does not cost the LISTEN connection: the next looks back off, up
+        to a second apart, and the failure and the recovery are logged once each."""
+        if time.monotonic() < self._sql_retry_at:
+            return
         try:
             taken = await conn.fetchval(self._q.take_sql_arrivals.sql, timeout=5)
         except (asyncpg.PostgresError, TimeoutError) as exc:
             if conn.is_closed():
                 raise
-            log.warning("looking for tasks enqueued from SQL failed (%s: %s)", type(exc).__name__, exc)
+            if not self._sql_backoff:
+                log.warning("looking for tasks enqueued from SQL failed (%s: %s)", type(exc).__name__, exc)
+            self._sql_backoff = min(1.0, max(2 * self._sql_backoff, 0.05))
+            self._sql_retry_at = time.monotonic() + self._sql_backoff
             return
+        if self._sql_backoff:
+            log.warning("looking for tasks enqueued from SQL works again")
+            self._sql_backoff = 0.0
         self.sql_looks += 1
         if taken:
             on_work()

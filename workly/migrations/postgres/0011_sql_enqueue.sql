@@ -12,6 +12,9 @@
 -- granted USAGE on the schema and EXECUTE on them can enqueue, and can neither read nor
 -- change tasks. Nobody else may call them (REVOKE ... FROM PUBLIC).
 --
+-- Every helper is called with arguments of exactly its parameters' types (literals cast): an
+-- overload someone adds in the schema cannot match a call better.
+--
 -- The rules mirror workly/outgoing.py, workly/api/schemas.py, workly/api/webhook_schemas.py
 -- and workly/webhooks.py; tests/sql/test_parity.py and test_event_parity.py hold them to the
 -- API's, input by input.
@@ -310,21 +313,15 @@ BEGIN
 END
 $$;
 
--- base64.b64decode(value, validate=True): the decoded bytes, or a refusal. (Python's strict
--- mode takes any run of '=' after complete groups of four, and exactly the padding a short
--- last group needs.)
+-- check_base64 (workly/api/schemas.py): canonical base64 (RFC 4648: groups of four, the last
+-- padded with exactly the '=' it needs); the decoded bytes, or a refusal.
 CREATE FUNCTION @schema@.workly_base64(field text, value text) RETURNS bytea
 LANGUAGE plpgsql AS $$
-DECLARE
-    data text := substring(value FROM '^[A-Za-z0-9+/]*');
-    padding integer := char_length(value) - char_length(data);
-    tail integer := char_length(data) % 4;
 BEGIN
-    IF value !~ '^[A-Za-z0-9+/]*=*$'
-       OR NOT ((tail = 0 AND (padding = 0 OR data <> '')) OR (tail = 2 AND padding = 2) OR (tail = 3 AND padding = 1)) THEN
+    IF value !~ '^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
         PERFORM @schema@.workly_refuse(field, 'is not valid base64');
     END IF;
-    RETURN decode(data || repeat('=', (4 - tail) % 4), 'base64');
+    RETURN decode(value, 'base64');
 END
 $$;
 
@@ -504,19 +501,19 @@ BEGIN
         PERFORM @schema@.workly_refuse('max_attempts', 'must be 1 to 1000');
     END IF;
     IF timeout IS NOT NULL THEN
-        PERFORM @schema@.workly_check_range('timeout', timeout, 0, 3600, false);
+        PERFORM @schema@.workly_check_range('timeout'::text, timeout, 0::float8, (3600)::float8, false);
     END IF;
     IF stop_on IS NOT NULL THEN
         stop_on_text := @schema@.workly_stop_on(stop_on);
     END IF;
     IF deadline IS NOT NULL THEN
-        PERFORM @schema@.workly_check_range('deadline', deadline, 0, 366 * 86400, false);
+        PERFORM @schema@.workly_check_range('deadline'::text, deadline, 0::float8, (366 * 86400)::float8, false);
     END IF;
     IF min_backoff IS NOT NULL THEN
-        PERFORM @schema@.workly_check_range('min_backoff', min_backoff, 0, 86400, true);
+        PERFORM @schema@.workly_check_range('min_backoff'::text, min_backoff, 0::float8, (86400)::float8, true);
     END IF;
     IF max_backoff IS NOT NULL THEN
-        PERFORM @schema@.workly_check_range('max_backoff', max_backoff, 0, 30 * 86400, true);
+        PERFORM @schema@.workly_check_range('max_backoff'::text, max_backoff, 0::float8, (30 * 86400)::float8, true);
     END IF;
     IF min_backoff > max_backoff THEN
         PERFORM @schema@.workly_refuse('min_backoff', format('min_backoff (%ss) must not exceed max_backoff (%ss)', min_backoff, max_backoff));

@@ -573,6 +573,8 @@ WHERE c.relname = 'schema_version' AND c.relkind = 'r' AND n.nspname <> 'public'
   AND to_regclass('public.schema_version') IS NULL
   AND EXISTS (SELECT 1 FROM pg_class t WHERE t.relnamespace = n.oid AND t.relname = 'tasks')
   AND EXISTS (SELECT 1 FROM pg_class q WHERE q.relnamespace = n.oid AND q.relname = 'queues')
+  AND EXISTS (SELECT 1 FROM pg_class r WHERE r.relnamespace = n.oid AND r.relname = 'queue_releases')
+  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'version')
 ORDER BY n.nspname
 LIMIT 1;
 
