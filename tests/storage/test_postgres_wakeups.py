@@ -161,3 +161,36 @@ def test_each_schema_has_its_own_channel_and_public_keeps_the_old_one() -> None:
     long_a, long_b = "a" * 62 + "x", "a" * 62 + "y"
     assert len(channel_of(long_a)) <= 63
     assert channel_of(long_a) != channel_of(long_b)
+
+
+async def test_looks_are_frequent_only_once_the_sql_functions_are_in_use(pg_fresh_db: str) -> None:
+    first = Process(await PostgresStorage.open(pg_fresh_db))
+    await first.storage.migrate()
+    try:
+        await first.storage.listen_for_work(first.on_work, sql_poll_interval=0.01)
+        wakeups = first.storage.wakeups
+        assert not wakeups.sql_in_use  # a new database: a look a second
+        app = await asyncpg.connect(pg_fresh_db)
+        try:
+            await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
+            await until(lambda: wakeups.sql_in_use)  # it took the arrival: from now on, every 10 ms
+            looked = wakeups.sql_looks
+            await until(lambda: wakeups.sql_looks >= looked + 20, timeout=5)
+            # PostgreSQL's statistics now count the arrival, so a process that starts next knows.
+            used = "SELECT n_tup_ins > 0 FROM pg_stat_user_tables WHERE relname = 'sql_arrivals'"
+
+            async def counted() -> None:
+                while not await app.fetchval(used):  # each statement lets this backend report
+                    await asyncio.sleep(0.05)
+
+            await asyncio.wait_for(counted(), timeout=15)
+        finally:
+            await app.close()
+    finally:
+        await first.storage.close()
+    second = Process(await PostgresStorage.open(pg_fresh_db))
+    try:
+        await second.storage.listen_for_work(second.on_work, sql_poll_interval=0.01)
+        assert second.storage.wakeups.sql_in_use
+    finally:
+        await second.storage.close()

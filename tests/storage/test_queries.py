@@ -22,8 +22,8 @@ from workly.storage.queries import (
 # and the SQL functions' wake-ups and limits (it has no stored functions).
 POSTGRES_ONLY = {
     "announce_work", "autovacuum_enabled", "vacuum", "lock_queue_of_task", "delete_queue_releases",
-    "lock_queues", "recount_running", "lock_queues_named", "take_sql_arrivals", "set_sql_limits",
-    "schema_exists", "earlier_install_elsewhere",
+    "lock_queues", "recount_running", "lock_queues_named", "take_sql_arrivals", "sql_arrivals_used",
+    "set_sql_limits", "schema_exists", "earlier_install_elsewhere",
 }  # fmt: skip
 
 

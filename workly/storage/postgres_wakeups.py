@@ -15,7 +15,10 @@ transaction) send no NOTIFY: that would serialize the application's commits. Eac
 row in ``sql_arrivals``, visible once its transaction commits; a dispatching process looks
 for such rows every ``sql_poll_interval`` seconds on its LISTEN connection (a pooled one
 would cost three times the CPU per look), deletes them, wakes its dispatcher and announces
-the work to the others. The looks double as that connection's liveness check.
+the work to the others. The looks double as that connection's liveness check. A look costs
+CPU even when it finds nothing, so until the functions are in use in the database (its
+statistics count rows put in sql_arrivals, or this process took some) a process looks only
+every second: an install that never enqueues from SQL hardly pays for the feature.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from workly.storage.queries import PostgresQueries
 
 log = logging.getLogger("workly.storage")
 CHANNEL = "workly_work"
+UNUSED_LOOK_EVERY = 1.0  # seconds between looks for SQL arrivals while the functions are unused
 
 
 def channel_of(schema: str) -> str:
@@ -70,6 +74,7 @@ class PostgresWakeups:
         self._peers: dict[str, float] = {}  # other processes' ids → when last heard (monotonic)
         self._listener: asyncio.Task[None] | None = None
         self._sql_every: float | None = None
+        self.sql_in_use = False  # the SQL functions have enqueued in this database
         self._sql_backoff = 0.0  # seconds between looks while they fail (0: they work)
         self._sql_retry_at = 0.0  # monotonic
         self._hello = CoalescedCall(lambda: self._notify("hello"), _log_failure)
@@ -128,6 +133,8 @@ class PostgresWakeups:
             retry_in = _RETRY_MIN
             try:
                 await use_schema(conn, self._schema)  # for the looks for SQL arrivals
+                if self._sql_every is not None and not self.sql_in_use:
+                    self.sql_in_use = await conn.fetchval(self._q.sql_arrivals_used.sql, timeout=5)
                 await conn.add_listener(
                     self.channel, lambda _c, _p, _ch, payload: self._heard(payload, on_work)
                 )
@@ -163,9 +170,9 @@ class PostgresWakeups:
         """
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _: lost.set())
-        every = self._sql_every or self._hello_every
         next_hello = time.monotonic()
         while not lost.is_set():
+            every = self._look_every()
             if time.monotonic() >= next_hello:
                 self._hello.trigger()
                 await self._hello.drain()
@@ -182,6 +189,11 @@ class PostgresWakeups:
                 if lost.is_set():
                     return
                 await self._take_sql_arrivals(conn, on_work)
+
+    def _look_every(self) -> float:
+        if self._sql_every is None:
+            return self._hello_every
+        return self._sql_every if self.sql_in_use else max(self._sql_every, UNUSED_LOOK_EVERY)
 
     async def _take_sql_arrivals(self, conn: asyncpg.Connection, on_work: Callable[[], None]) -> None:
         """Take what committed since the last look; wake this process and tell the others.
@@ -205,6 +217,7 @@ class PostgresWakeups:
             self._sql_backoff = 0.0
         self.sql_looks += 1
         if taken:
+            self.sql_in_use = True
             on_work()
             try:
                 await self.announce_work()

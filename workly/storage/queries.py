@@ -164,6 +164,7 @@ class PostgresQueries(CommonQueries):
     # writer, which counts.
     announce_work: Query
     take_sql_arrivals: Query
+    sql_arrivals_used: Query
     set_sql_limits: Query
     schema_exists: Query
     earlier_install_elsewhere: Query

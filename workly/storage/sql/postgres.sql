@@ -557,6 +557,11 @@ WITH taken AS (
 )
 SELECT count(*) FROM taken;
 
+-- name: sql_arrivals_used
+-- Whether the SQL functions have enqueued in this database (since its statistics were last
+-- reset): until they have, a process looks for arrivals only now and then.
+SELECT coalesce((SELECT n_tup_ins > 0 FROM pg_stat_user_tables WHERE relid = to_regclass('sql_arrivals')), false);
+
 -- name: set_sql_limits
 UPDATE sql_limits SET max_body_bytes = :max_body_bytes WHERE max_body_bytes <> :max_body_bytes;
 
