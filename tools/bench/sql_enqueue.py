@@ -172,12 +172,15 @@ class Receiver:
             await self._runner.cleanup()
 
 
-async def start_server(db_url: str, poll: str, log: Path) -> tuple[asyncio.subprocess.Process, str]:
+async def start_server(
+    db_url: str, poll: str, log: Path, schema: str = "workly"
+) -> tuple[asyncio.subprocess.Process, str]:
     with socket.socket() as sock:  # a free port
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLY_")}
     env.update(SERVER_ENV, WORKLY_DATABASE_URL=db_url, WORKLY_SQL_POLL_INTERVAL=poll)
+    env["WORKLY_DATABASE_SCHEMA"] = schema
     workly = str(Path(sys.executable).with_name("workly"))
     with log.open("wb") as out:
         proc = await asyncio.create_subprocess_exec(
@@ -361,6 +364,15 @@ async def serve_side(
     results: list[tuple[str, dict[str, float]]] = []
     idle: list[tuple[str, float, float]] = []
     try:
+        # First an install whose SQL functions have never enqueued (a schema of its own): it
+        # looks for arrivals once a second, whatever the interval.
+        proc, _ = await start_server(db_url, "0.005", logs / "serve-unused.log", schema="unused")
+        try:
+            await asyncio.sleep(3.0)
+            workly_cpu, pg_cpu = await idle_cpu(admin, proc.pid, db, args.idle_seconds)
+            idle.append(("0.005, functions never used", workly_cpu, pg_cpu))
+        finally:
+            await stop_server(proc)
         for poll in ("0.005", "0"):
             proc, base = await start_server(db_url, poll, logs / f"serve-poll-{poll}.log")
             try:
@@ -374,7 +386,7 @@ async def serve_side(
                 print(f"  poll {poll}: {left} sql_arrivals rows left after the run", flush=True)
                 await asyncio.sleep(3.0)  # let the last deliveries and their bookkeeping settle
                 workly_cpu, pg_cpu = await idle_cpu(admin, proc.pid, db, args.idle_seconds)
-                idle.append((poll, workly_cpu, pg_cpu))
+                idle.append((f"{poll}, functions in use", workly_cpu, pg_cpu))
             finally:
                 await stop_server(proc)
     finally:
