@@ -17,20 +17,24 @@ from workly.storage.postgres import PostgresStorage
 ENDPOINT_HEADERS = {"x-team": "billing", "X-Order": "1"}
 
 
+async def _apply_migrations_1_to_10(conn: asyncpg.Connection) -> None:
+    """As a Workly of the previous release applied them: where the connection's search_path
+    puts them."""
+    await conn.execute(
+        "CREATE TABLE schema_version (version integer PRIMARY KEY,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for migration in load_migrations("postgres")[:10]:
+        if not migration.is_empty:
+            await conn.execute(migration.sql)
+        await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", migration.version)
+
+
 async def _install_version_10(url: str) -> None:
     """Migrations 1-10 applied, as a Workly of the previous release left the database."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute(
-            "CREATE TABLE schema_version (version integer PRIMARY KEY,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for migration in load_migrations("postgres"):
-            if migration.version > 10:
-                break
-            if not migration.is_empty:
-                await conn.execute(migration.sql)
-            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", migration.version)
+        await _apply_migrations_1_to_10(conn)
         await _add_endpoint(conn, "ep_old", json.dumps(json.dumps(ENDPOINT_HEADERS)))
     finally:
         await conn.close()
@@ -102,14 +106,7 @@ async def test_an_install_the_search_path_put_in_the_roles_schema_is_not_started
     try:
         user: str = await conn.fetchval("SELECT current_user")
         await conn.execute(f'CREATE SCHEMA "{user}"')
-        await conn.execute(
-            "CREATE TABLE schema_version (version integer PRIMARY KEY,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for migration in load_migrations("postgres")[:10]:
-            if not migration.is_empty:
-                await conn.execute(migration.sql)
-            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", migration.version)
+        await _apply_migrations_1_to_10(conn)
         assert await conn.fetchval("SELECT to_regclass('public.tasks')") is None  # all in "$user"
     finally:
         await conn.close()

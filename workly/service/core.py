@@ -74,11 +74,16 @@ async def migrate_database(
     applied and the schema version now."""
     storage = await storage_opener(settings)
     try:
-        applied = await storage.migrate()
-        await storage.set_sql_limits(settings.max_body_bytes)
-        return applied, await storage.schema_version()
+        return await _migrate(storage, settings), await storage.schema_version()
     finally:
         await storage.close()
+
+
+async def _migrate(storage: Storage, settings: Settings) -> list[int]:
+    """Apply pending migrations and tell the SQL functions this process's body limit."""
+    applied = await storage.migrate()
+    await storage.set_sql_limits(settings.max_body_bytes)
+    return applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,20 +144,18 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             max_body=settings.response_snippet_bytes, policy=settings.outbound_policy()
         )
         try:
-            applied = await storage.migrate()
+            applied = await _migrate(storage, settings)
             if applied:
                 log.info("applied migrations %s", applied)
-            await storage.set_sql_limits(settings.max_body_bytes)
             self._parts = parts = self._assemble(storage, client)
-            # An API-only process listens too: that is how it learns that dispatching
-            # processes exist, and so announces its changes to them.
-            if settings.dispatch:
+            if not settings.dispatch:
+                # An API-only process listens too: that is how it learns that dispatching
+                # processes exist, and so announces its changes to them.
+                await storage.listen_for_work(_nobody)
+            else:
                 # 0: looks at the idle poll's pace, so that arrivals never pile up.
                 sql_looks = settings.sql_poll_interval or settings.poll_interval
                 await storage.listen_for_work(parts.dispatcher.wake, sql_looks)
-            else:
-                await storage.listen_for_work(_nobody)
-            if settings.dispatch:
                 parts.dispatcher.start()
                 await parts.housekeeper.start()
                 parts.callbacks.start()

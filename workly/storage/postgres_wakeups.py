@@ -34,6 +34,7 @@ from collections.abc import Callable
 import asyncpg
 
 from workly.batching import CoalescedCall
+from workly.database_url import DEFAULT_SCHEMA
 from workly.storage.postgres_statements import use_schema
 from workly.storage.queries import PostgresQueries
 
@@ -45,7 +46,7 @@ UNUSED_LOOK_EVERY = 1.0  # seconds between looks for SQL arrivals while the func
 def channel_of(schema: str) -> str:
     """The NOTIFY channel of the Workly install in ``schema``: installs in other schemas of
     the same database do not hear each other (``public`` keeps the channel it always had)."""
-    if schema == "public":
+    if schema == DEFAULT_SCHEMA:
         return CHANNEL
     channel = f"{CHANNEL}.{schema}"
     # A channel name has at most 63 bytes; a long schema name is told apart by its hash.
@@ -61,7 +62,7 @@ class PostgresWakeups:
         pool: asyncpg.Pool,
         dsn: str,
         queries: PostgresQueries,
-        schema: str = "public",
+        schema: str = DEFAULT_SCHEMA,
         hello_every: float = 10.0,
     ) -> None:
         self._pool = pool

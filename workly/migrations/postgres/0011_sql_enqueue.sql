@@ -84,6 +84,16 @@ BEGIN
 END
 $$;
 
+-- The keys a task and an event both take: ordering key, fairness key, idempotency key.
+CREATE FUNCTION @schema@.workly_check_keys(key text, tenant text, idempotency_key text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM @schema@.workly_check_short_text('key', key);
+    PERFORM @schema@.workly_check_short_text('tenant', tenant);
+    PERFORM @schema@.workly_check_short_text('idempotency_key', idempotency_key);
+END
+$$;
+
 -- Python's ipaddress.IPv6Address, which the API's URL parser applies to [literals].
 CREATE FUNCTION @schema@.workly_is_ipv6(address text) RETURNS boolean
 LANGUAGE plpgsql AS $$
@@ -488,14 +498,8 @@ BEGIN
     IF priority IS NULL OR priority NOT BETWEEN -1000000 AND 1000000 THEN
         PERFORM @schema@.workly_refuse('priority', 'must be -1000000 to 1000000');
     END IF;
-    IF key IS NOT NULL THEN
-        PERFORM @schema@.workly_check_short_text('key', key);
-    END IF;
-    IF tenant IS NOT NULL THEN
-        PERFORM @schema@.workly_check_short_text('tenant', tenant);
-    END IF;
-    IF idempotency_key IS NOT NULL THEN
-        PERFORM @schema@.workly_check_short_text('idempotency_key', idempotency_key);
+    IF key IS NOT NULL OR tenant IS NOT NULL OR idempotency_key IS NOT NULL THEN
+        PERFORM @schema@.workly_check_keys(key, tenant, idempotency_key);
     END IF;
     IF max_attempts IS NOT NULL AND max_attempts NOT BETWEEN 1 AND 1000 THEN
         PERFORM @schema@.workly_refuse('max_attempts', 'must be 1 to 1000');
@@ -601,14 +605,8 @@ BEGIN
     IF payload IS NULL AND payload_base64 IS NULL THEN
         PERFORM @schema@.workly_refuse('payload', 'give payload (any JSON) or payload_base64');
     END IF;
-    IF tenant IS NOT NULL THEN
-        PERFORM @schema@.workly_check_short_text('tenant', tenant);
-    END IF;
-    IF key IS NOT NULL THEN
-        PERFORM @schema@.workly_check_short_text('key', key);
-    END IF;
-    IF idempotency_key IS NOT NULL THEN
-        PERFORM @schema@.workly_check_short_text('idempotency_key', idempotency_key);
+    IF key IS NOT NULL OR tenant IS NOT NULL OR idempotency_key IS NOT NULL THEN
+        PERFORM @schema@.workly_check_keys(key, tenant, idempotency_key);
     END IF;
     due := @schema@.workly_due_at(now_, delay, run_at);
     IF callback_url IS NOT NULL OR failure_callback_url IS NOT NULL THEN
@@ -685,6 +683,7 @@ REVOKE ALL ON FUNCTION @schema@.enqueue_task(text, text, text, jsonb, jsonb, tex
 REVOKE ALL ON FUNCTION @schema@.publish_event(text, jsonb, text, text, text, text, double precision, timestamptz, text,
                                      text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @schema@.workly_refuse(text, text), @schema@.workly_new_id(text), @schema@.workly_check_short_text(text, text),
+                       @schema@.workly_check_keys(text, text, text),
                        @schema@.workly_is_ipv6(text), @schema@.workly_check_url(text, text), @schema@.workly_check_headers(jsonb),
                        @schema@.workly_base64(text, text), @schema@.workly_due_at(timestamptz, double precision, timestamptz),
                        @schema@.workly_check_range(text, double precision, double precision, double precision, boolean),
