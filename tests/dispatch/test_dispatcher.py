@@ -157,7 +157,7 @@ async def test_the_request_goes_out_as_enqueued(storage: Storage) -> None:
 async def test_the_heartbeat_keeps_a_slow_live_delivery_from_the_reaper(storage: Storage) -> None:
     clock = FakeClock()
     async with running_receiver() as receiver:
-        receiver.delay("/slow", 1.0)
+        receiver.delay("/slow", 2.0)  # room for two heartbeats after the advance, even on a loaded machine
         task = new(url=receiver.url("/slow"), timeout=20)
         await storage.enqueue([task], clock())
         session = HttpClient(policy=LOCAL)
@@ -171,8 +171,11 @@ async def test_the_heartbeat_keeps_a_slow_live_delivery_from_the_reaper(storage:
         dispatcher.start()
         try:
             await receiver.wait_for("/slow", 1)
+            seen = dispatcher.heartbeats
             clock.advance(3600)  # far past the claim's lease (20 s + 0.3 s) ...
-            await wait_until(lambda: dispatcher.heartbeats > 0)  # ... until a heartbeat renews it
+            # ... until a heartbeat renews it: the second one counted from here, since the
+            # first may have read the clock before the advance and finished after it.
+            await wait_until(lambda: dispatcher.heartbeats >= seen + 2)
             assert await storage.reap_expired(clock.advance(1)) == 0
             stored = await wait_for_status(storage, task.id, "succeeded")
         finally:
