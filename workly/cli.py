@@ -88,6 +88,7 @@ def dev(
     outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow
     settings = settings.model_copy(update={"signing_secret": _dev_secret(db), "outbound_allow": outbound})
     _check_secrets(settings)
+    _check_outbound(settings)
     _configure_logging(settings)
     typer.echo(f"workly dev: database {db}")
     typer.echo(f"workly dev: signing secret {settings.signing_secrets()[0]}")
@@ -98,6 +99,8 @@ def dev(
             "workly dev: no API authentication (development mode; set WORKLY_API_TOKENS to require one)"
         )
     typer.echo(f"workly dev: deliveries may reach public addresses and {outbound or 'nothing else'}")
+    if settings.proxy() is not None:
+        typer.echo(f"workly dev: deliveries go through the proxy {settings.proxy()}")
     typer.echo(f"workly dev: listening on http://{host}:{port}  (API docs at /docs, dashboard at /ui)")
     # One process: its metrics need no shared files, and a directory left in the
     # environment by some earlier `workly serve` setup must not break the start.
@@ -124,6 +127,7 @@ def serve(
     if not settings.signing_secrets():
         _fail("WORKLY_SIGNING_SECRET is not set (whsec_<base64>; `workly secret` prints one)")
     _check_secrets(settings)
+    _check_outbound(settings)
     if not settings.tokens():
         _fail(
             "WORKLY_API_TOKENS is not set: the API needs at least one bearer token "
@@ -223,6 +227,16 @@ def _check_secrets(settings: Settings) -> None:
         Signer(settings.signing_secrets())
     except ConfigError as exc:
         _fail(f"WORKLY_SIGNING_SECRET: {exc}")
+
+
+def _check_outbound(settings: Settings) -> None:
+    """The CA, client certificate and key files, before any worker starts (one line, exit 2)."""
+    from workly.service import outbound_client
+
+    try:
+        outbound_client(settings)
+    except ConfigError as exc:
+        _fail(str(exc))
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from workly.database_url import (
     sqlite_path,
 )
 from workly.errors import ConfigError
-from workly.outbound import OutboundPolicy, parse_allow_list
+from workly.outbound import OutboundPolicy, Proxy, parse_allow_list, parse_proxy
 
 
 class Settings(BaseSettings):
@@ -108,6 +108,24 @@ class Settings(BaseSettings):
         default=None,
         description="addresses and CIDRs deliveries may reach besides public ones, space separated "
         "(unset: none for `workly serve`, loopback for `workly dev`)",
+    )
+    outbound_proxy: str | None = Field(
+        default=None,
+        description="http://[user:password@]host:port of an egress proxy every delivery goes through "
+        "(CONNECT tunnels for https receivers)",
+    )
+    outbound_ca_file: str | None = Field(
+        default=None,
+        description="PEM file of CA certificates deliveries trust besides the system's (internal receivers)",
+    )
+    outbound_client_cert: str | None = Field(
+        default=None,
+        description="PEM client certificate (and chain) offered to receivers that ask for one (mTLS)",
+    )
+    outbound_client_key: str | None = Field(
+        default=None,
+        description="PEM private key of WORKLY_OUTBOUND_CLIENT_CERT, unencrypted (unset: inside the "
+        "certificate's file)",
     )
     max_body_bytes: int = Field(
         default=256 * 1024, ge=1, le=64 * 1024 * 1024, description="largest task body, in bytes (else 413)"
@@ -200,6 +218,16 @@ class Settings(BaseSettings):
         if value is not None:
             parse_allow_list(value)  # raises a ValueError naming the bad item
         return value
+
+    @field_validator("outbound_proxy")
+    @classmethod
+    def _proxy_url(cls, value: str | None) -> str | None:
+        if value:
+            parse_proxy(value)  # raises a ValueError saying what is wrong
+        return value or None
+
+    def proxy(self) -> Proxy | None:
+        return parse_proxy(self.outbound_proxy) if self.outbound_proxy else None
 
     def tokens(self) -> list[str]:
         return (self.api_tokens or "").split()

@@ -14,9 +14,11 @@ those checked addresses, so a second DNS answer (rebinding) never reaches a sock
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -135,3 +137,46 @@ class OutboundPolicy:
 
 class BlockedTarget(Exception):
     """The target's address is not one deliveries may connect to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Proxy:
+    """The egress proxy deliveries go through (WORKLY_OUTBOUND_PROXY)."""
+
+    host: str
+    port: int
+    authorization: str | None = None  # the Proxy-Authorization value, from user:password in the URL
+
+    def __str__(self) -> str:  # for banners and logs: never the credentials
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+class InvalidProxy(ValueError):
+    """WORKLY_OUTBOUND_PROXY is not an http:// proxy URL."""
+
+
+def parse_proxy(url: str) -> Proxy:
+    """``http://[user:password@]host[:port]``: an HTTP proxy (CONNECT for https receivers,
+    absolute-form requests for http ones). Port 80 unless given."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidProxy(f"not a URL: {exc}") from None
+    if parts.scheme != "http":
+        raise InvalidProxy(
+            "must be an http:// URL (the proxy is spoken to in plain HTTP; deliveries to https "
+            "receivers stay encrypted end to end through its tunnel)"
+        )
+    if not parts.hostname:
+        raise InvalidProxy("must name the proxy's host")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidProxy("must be the proxy's address only (no path, query or fragment)")
+    if port == 0:
+        raise InvalidProxy("the port must be 1-65535")
+    authorization = None
+    if parts.username is not None:
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        authorization = "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
+    return Proxy(parts.hostname, port or 80, authorization)

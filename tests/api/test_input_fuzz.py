@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from tests.support.servers import TEST_SECRET, free_port, workly_process
 from workly.api.schemas import TaskIn
-from workly.dispatch.http_client import _encode_request
+from workly.dispatch.http.request import encode_request as _encode_request
 from workly.outgoing import request_target
 
 # Header names and values built from pieces that matter: token characters, separators,

@@ -6,7 +6,7 @@ from tests.support.raw_server import OK, answering, raw_server
 from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
 from workly.dispatch.deliverer import USER_AGENT, Deliverer
-from workly.dispatch.http_client import HttpClient
+from workly.dispatch.http import HttpClient
 from workly.models import ClaimedTask
 from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer

@@ -13,7 +13,7 @@ from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
-from workly.dispatch.http_client import HttpClient
+from workly.dispatch.http import HttpClient
 from workly.models import QueueConfig, Task
 from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer

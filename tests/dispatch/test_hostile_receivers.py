@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 
 from tests.support.raw_server import raw_server, read_request
-from workly.dispatch.http_client import HttpClient, ProtocolError
+from workly.dispatch.http import HttpClient, ProtocolError
 from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)

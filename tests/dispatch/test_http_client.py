@@ -10,7 +10,7 @@ import pytest
 import trustme
 
 from tests.support.raw_server import OK, answering, raw_server, read_request
-from workly.dispatch.http_client import ConnectError, HttpClient, ProtocolError
+from workly.dispatch.http import ConnectError, HttpClient, ProtocolError
 from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
@@ -130,7 +130,7 @@ async def test_a_timeout_closes_the_connection(client: HttpClient) -> None:
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.2):
                 await client.request("POST", server.url + "/", {}, b"")
-    assert client._idle == {}
+    assert client.idle_connections == 0
 
 
 async def test_connection_refused_is_a_connect_error(client: HttpClient) -> None:
@@ -194,10 +194,10 @@ async def test_expired_idle_connections_are_closed_not_kept(client: HttpClient) 
     try:
         async with raw_server(answering(OK, OK, OK)) as server:
             await asyncio.gather(*(quick.request("POST", server.url + "/", {}, b"") for _ in range(3)))
-            assert sum(len(idle) for idle in quick._idle.values()) == 3
+            assert quick.idle_connections == 3
             await asyncio.sleep(0.1)
             await quick.request("POST", server.url + "/", {}, b"")
-            assert sum(len(idle) for idle in quick._idle.values()) == 1
+            assert quick.idle_connections == 1
         assert server.connections == 4
     finally:
         await quick.close()

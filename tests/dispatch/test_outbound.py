@@ -11,7 +11,7 @@ import ipaddress
 import pytest
 
 from tests.support.receiver import running_receiver
-from workly.dispatch.http_client import Blocked, HttpClient
+from workly.dispatch.http import Blocked, HttpClient
 from workly.outbound import (
     LOOPBACK,
     BlockedTarget,

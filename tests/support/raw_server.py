@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import select
+import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 OK = b"HTTP/1.1 204 No Content\r\n\r\n"
@@ -66,3 +69,32 @@ def answering(*responses: bytes, record: list[bytes] | None = None) -> Handler:
             writer.write(OK)
 
     return handler
+
+
+@contextmanager
+def black_hole(host: str, port: int = 0) -> Iterator[int]:
+    """A listener on host:port whose accept queue is full and never drained: the kernel
+    drops further SYNs, so a connect to it hangs as one to a dead address does, without
+    a packet leaving loopback. Yields the port (a free one when ``port`` is 0)."""
+    listener = socket.socket()
+    fillers: list[socket.socket] = []
+    try:
+        listener.bind((host, port))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(16):
+            filler = socket.socket()
+            filler.setblocking(False)
+            fillers.append(filler)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect((host, port))
+            _, writable, _ = select.select([], [filler], [], 0.2)
+            if not writable:  # this one hangs: the queue is full
+                break
+        else:
+            raise RuntimeError(f"could not fill the accept queue of {host}:{port}")
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 
 from tools.loadtest.sink import Sink
-from workly.dispatch.http_client import HttpClient
+from workly.dispatch.http import HttpClient
 from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
@@ -61,8 +61,7 @@ async def main(requests: int) -> None:
     client = HttpClient(policy=LOCAL)
 
     async def with_workly() -> None:
-        async with asyncio.timeout(30):
-            await client.request("POST", url, HEADERS, BODY)
+        await client.request("POST", url, HEADERS, BODY, timeout=30)  # as the deliverer calls it
 
     await measure("HttpClient", with_workly, requests)
     await client.close()

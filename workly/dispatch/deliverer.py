@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from workly import __version__
 from workly.clock import Clock
-from workly.dispatch.http_client import Blocked, ConnectError, HttpClient, HttpError
+from workly.dispatch.http import Blocked, ConnectError, HttpClient, HttpError
 from workly.dispatch.policy import DeliveryOutcome, parse_retry_after
 from workly.models import ClaimedTask
 from workly.signing import Signer
@@ -46,13 +45,14 @@ class Deliverer:
         started = self._clock()
         headers = self._headers(task, int(started.timestamp()))
         try:
-            async with asyncio.timeout(task.timeout):
-                max_body = self._capture_limit if task.capture_response else None
-                response = await self._client.request(task.method, task.url, headers, task.body, max_body)
+            max_body = self._capture_limit if task.capture_response else None
+            response = await self._client.request(
+                task.method, task.url, headers, task.body, max_body, timeout=task.timeout
+            )
             finished = self._clock()
             retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
         except TimeoutError:
-            error = f"timeout: no complete response within {task.timeout:g}s"
+            error = f"timeout: no response within {task.timeout:g}s"
             return DeliveryOutcome(started, self._clock(), error=error, timed_out=True)
         except Blocked as exc:  # nothing was sent; a retry would meet the same policy
             # The details (which name resolved to which internal address) stay in the server

@@ -31,7 +31,7 @@ class DeliveryOutcome:
     response: bytes = b""
     retry_after: float | None = None  # seconds, from a Retry-After header
     permanent: bool = False  # retrying cannot help (the target is refused by policy)
-    timed_out: bool = False  # no complete response within the attempt's timeout
+    timed_out: bool = False  # no response head within the attempt's timeout
 
 
 def backoff_delay(attempt: int, min_backoff: float, max_backoff: float, rng: random.Random) -> float:

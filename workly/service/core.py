@@ -27,7 +27,7 @@ from workly.clock import Clock, system_clock
 from workly.config import Settings
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
-from workly.dispatch.http_client import HttpClient
+from workly.dispatch.http import HttpClient, client_tls
 from workly.errors import (
     ConfigError,
     QueueNotFound,
@@ -86,6 +86,20 @@ async def _migrate(storage: Storage, settings: Settings) -> list[int]:
     return applied
 
 
+def outbound_client(settings: Settings) -> HttpClient:
+    """The HTTP client deliveries go through, as the WORKLY_OUTBOUND_* settings make it.
+    Raises ConfigError for a CA, certificate or key file that cannot be used."""
+    return HttpClient(
+        max_body=settings.response_snippet_bytes,
+        policy=settings.outbound_policy(),
+        ssl_context=client_tls(
+            settings.outbound_ca_file, settings.outbound_client_cert, settings.outbound_client_key
+        ),
+        proxy=settings.proxy(),
+        max_idle=max(256, settings.max_in_flight),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Readiness:
     """What /health/ready reports."""
@@ -140,9 +154,7 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             raise RuntimeError("the service is already running")
         settings = self.settings
         storage = await self._open_storage(settings)
-        client = self._http_client or HttpClient(
-            max_body=settings.response_snippet_bytes, policy=settings.outbound_policy()
-        )
+        client = self._http_client or outbound_client(settings)
         try:
             applied = await _migrate(storage, settings)
             if applied:
