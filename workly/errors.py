@@ -77,6 +77,14 @@ class ScheduleNotFound(NotFoundError):
         self.schedule_id = schedule_id
 
 
+class NoPublicKey(NotFoundError):
+    def __init__(self, owner: str) -> None:
+        super().__init__(
+            f"{owner} signs with HMAC only (v1): give it a whsk_ ed25519 key in signing_secret "
+            "for v1a signatures and a public key"
+        )
+
+
 class ConflictError(WorklyError):
     """The operation is not allowed in the resource's current state."""
 

@@ -1,52 +1,138 @@
 """Standard Webhooks signatures (https://www.standardwebhooks.com/).
 
-``webhook-signature`` carries one ``v1,<base64 HMAC-SHA256>`` entry per active secret,
-space separated, so a receiver holding either the old or the new secret verifies
-during a rotation.
+``webhook-signature`` carries one entry per active key, space separated, so a receiver
+holding either the old or the new key verifies during a rotation:
+
+- ``v1,<base64 HMAC-SHA256>`` for a ``whsec_<base64>`` secret, shared with the receiver;
+- ``v1a,<base64 ed25519 signature>`` for a ``whsk_<base64>`` private key (its 32-byte seed,
+  or the 64 bytes of seed and public key), whose ``whpk_<base64>`` public key the receiver
+  holds: it can check signatures but not make them.
+
+Both sign ``{id}.{timestamp}.{body}``. The ed25519 arithmetic is the cryptography package's
+(OpenSSL), imported only when a ``whsk_`` key is in use.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from workly.errors import ConfigError
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 PREFIX = "whsec_"
+PRIVATE_KEY_PREFIX = "whsk_"
+PUBLIC_KEY_PREFIX = "whpk_"
+_FORMATS = "whsec_<base64> (HMAC) or whsk_<base64> (ed25519)"
 
 
 def generate_secret() -> str:
     return PREFIX + base64.b64encode(os.urandom(32)).decode()
 
 
-def decode_secret(secret: str) -> bytes:
-    if not secret.startswith(PREFIX):
-        raise ConfigError("a signing secret must look like whsec_<base64>")
+def generate_key_pair() -> tuple[str, str]:
+    """A new ed25519 key pair: (``whsk_…`` private key, ``whpk_…`` public key)."""
+    private = PRIVATE_KEY_PREFIX + base64.b64encode(os.urandom(32)).decode()
+    return private, public_key_of(private)
+
+
+def _base64(text: str) -> bytes:
     try:
-        key = base64.b64decode(secret.removeprefix(PREFIX), validate=True)
-    except ValueError:  # binascii.Error, or non-ASCII text
-        raise ConfigError(
-            "a signing secret must look like whsec_<base64>: the base64 part is invalid"
-        ) from None
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
+        raise ConfigError(f"a signing secret must look like {_FORMATS}: the base64 part is invalid") from None
+
+
+def decode_secret(secret: str) -> bytes:
+    """The HMAC key of a ``whsec_`` secret."""
+    if not secret.startswith(PREFIX):
+        raise ConfigError(f"a signing secret must look like {_FORMATS}")
+    key = _base64(secret.removeprefix(PREFIX))
     if len(key) < 16:
         raise ConfigError("a signing secret must hold at least 16 bytes of key")
     return key
+
+
+def check_secret(secret: str) -> None:
+    """A ``whsec_`` secret or a ``whsk_`` private key that signs; ConfigError otherwise."""
+    if secret.startswith(PRIVATE_KEY_PREFIX):
+        _private_key(secret)
+    else:
+        decode_secret(secret)
+
+
+@lru_cache(maxsize=1024)
+def _private_key(secret: str) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    raw = _base64(secret.removeprefix(PRIVATE_KEY_PREFIX))
+    if len(raw) not in (32, 64):
+        raise ConfigError(
+            "an ed25519 key must be whsk_ and the base64 of its 32-byte seed (or of the 64 bytes of "
+            "seed and public key)"
+        )
+    key = Ed25519PrivateKey.from_private_bytes(raw[:32])
+    if len(raw) == 64 and raw[32:] != _public_bytes(key):
+        raise ConfigError("the public half of this 64-byte ed25519 key does not belong to its seed")
+    return key
+
+
+def _public_bytes(key: Ed25519PrivateKey) -> bytes:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def public_key_of(secret: str) -> str:
+    """The ``whpk_…`` public key of a ``whsk_…`` private key."""
+    return PUBLIC_KEY_PREFIX + base64.b64encode(_public_bytes(_private_key(secret))).decode()
+
+
+def public_keys(secrets: str | None) -> list[str]:
+    """The public keys of the ed25519 keys among space-separated secrets, in their order."""
+    return [public_key_of(s) for s in (secrets or "").split() if s.startswith(PRIVATE_KEY_PREFIX)]
+
+
+Sign = Callable[[bytes], str]  # the signed content → one signature entry
+
+
+def _hmac_signer(key: bytes) -> Sign:
+    return lambda content: "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
+
+
+def _ed25519_signer(key: Ed25519PrivateKey) -> Sign:
+    return lambda content: "v1a," + base64.b64encode(key.sign(content)).decode()
+
+
+def _signer_of(secret: str) -> Sign:
+    if secret.startswith(PRIVATE_KEY_PREFIX):
+        return _ed25519_signer(_private_key(secret))
+    return _hmac_signer(decode_secret(secret))
 
 
 class Signer:
     def __init__(self, secrets: list[str]) -> None:
         if not secrets:
             raise ConfigError("at least one signing secret is required")
-        self._keys = [decode_secret(secret) for secret in secrets]
+        self._signs = [
+            _ed25519_signer(_private_key(s))
+            if s.startswith(PRIVATE_KEY_PREFIX)
+            else _hmac_signer(decode_secret(s))
+            for s in secrets
+        ]
+        self.public_keys = public_keys(" ".join(secrets))
 
     def signature(self, msg_id: str, timestamp: int, body: bytes) -> str:
         signed = f"{msg_id}.{timestamp}.".encode() + body
-        return " ".join(
-            "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-            for key in self._keys
-        )
+        return " ".join(sign(signed) for sign in self._signs)
 
     def headers(self, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
         return {

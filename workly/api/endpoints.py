@@ -69,6 +69,12 @@ async def endpoint_secret(endpoint_id: EndpointPath, service: ServiceDep) -> JSO
     return JSONResponse({"signing_secret": await service.endpoint_secret(endpoint_id)})
 
 
+@router.get("/{endpoint_id}/public-key", summary="Read the public key(s) that verify its v1a signatures")
+async def endpoint_public_key(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
+    keys = await service.endpoint_public_keys(endpoint_id)
+    return JSONResponse({"public_key": keys[0], "public_keys": keys})
+
+
 @router.post("/{endpoint_id}/enable", summary="Enable an endpoint: its held tasks flow again")
 async def enable_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
     return JSONResponse(endpoint_json(await service.enable_endpoint(endpoint_id)))

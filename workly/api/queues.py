@@ -27,6 +27,12 @@ async def get_queue(queue: QueuePath, service: ServiceDep) -> JSONResponse:
     return JSONResponse(rep.queue_json(await service.get_queue(queue)))
 
 
+@router.get("/{queue}/public-key", summary="Read the public key(s) that verify its v1a signatures")
+async def queue_public_key(queue: QueuePath, service: ServiceDep) -> JSONResponse:
+    keys = await service.queue_public_keys(queue)
+    return JSONResponse({"public_key": keys[0], "public_keys": keys})
+
+
 @router.put("/{queue}", summary="Create a queue or replace its config")
 async def put_queue(queue: QueuePath, config: QueueConfigIn, service: ServiceDep) -> JSONResponse:
     stored, created = await service.put_queue(queue, QueueConfig(**policy_tuples(config.model_dump())))

@@ -22,7 +22,7 @@ from workly.errors import ConfigError
 from workly.ids import new_task_id
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, NewTask, check_stop_on
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
-from workly.signing import decode_secret
+from workly.signing import check_secret
 from workly.webhooks import origin_of
 
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
@@ -214,15 +214,16 @@ class TaskIn(_Strict):
 
 
 def check_secrets(value: str) -> str:
-    """Space-separated whsec_ secrets, each decodable; the message never repeats them."""
+    """Space-separated whsec_ secrets and whsk_ ed25519 keys, each usable; the message says
+    why without repeating them."""
     secrets = value.split()
     if not secrets:
-        raise ValueError("give at least one whsec_ secret, or null for none")
+        raise ValueError("give at least one whsec_ secret or whsk_ key, or null for none")
     for index, secret in enumerate(secrets):
         try:
-            decode_secret(secret)
-        except ConfigError:
-            raise ValueError(f"secret {index + 1} is not a valid whsec_<base64> secret") from None
+            check_secret(secret)
+        except ConfigError as exc:
+            raise ValueError(f"secret {index + 1}: {exc}") from None
     return " ".join(secrets)
 
 
@@ -248,8 +249,9 @@ class QueueConfigIn(_Strict):
     paused: bool = False
     signing_secret: SigningSecrets | None = Field(
         default=None,
-        description="whsec_ secrets (space separated, the first current) that sign this queue's "
-        "deliveries instead of WORKLY_SIGNING_SECRET; write-only",
+        description="whsec_ secrets (v1, HMAC) and whsk_ ed25519 keys (v1a), space separated, the "
+        "first current, that sign this queue's deliveries instead of WORKLY_SIGNING_SECRET; write-only "
+        "(public_keys shows the whpk_ keys of its whsk_ ones)",
     )
     stop_on: StopOn = Field(default_factory=lambda: list(DEFAULT_STOP_ON))
     deadline: Deadline | None = None

@@ -52,7 +52,9 @@ class EndpointIn(_Strict):
     tenant: ShortText | None = Field(default=None, description="receives only this tenant's events")
     headers: dict[str, str] = Field(default_factory=dict, description="added to every delivery")
     signing_secret: SigningSecrets | None = Field(
-        default=None, description="whsec_ secrets, space separated; generated when absent; write-only"
+        default=None,
+        description="whsec_ secrets (v1, HMAC) and whsk_ ed25519 keys (v1a), space separated, the first "
+        "current; a whsec_ secret is generated when absent; write-only",
     )
     max_concurrency: int = Field(default=3, ge=1, le=10_000)
     rate_limit: float | None = Field(default=None, ge=MIN_RATE_LIMIT, le=1_000_000)

@@ -30,6 +30,7 @@ from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient, client_tls
 from workly.errors import (
     ConfigError,
+    NoPublicKey,
     QueueNotFound,
     ServiceNotRunning,
     StorageError,
@@ -46,7 +47,7 @@ from workly.service.operations import OperationRunner
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
 from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
-from workly.signing import Signer
+from workly.signing import Signer, public_keys
 from workly.storage.base import Storage
 from workly.storage.factory import open_storage
 
@@ -340,6 +341,15 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         if queue is None:
             raise QueueNotFound(name)
         return queue
+
+    async def queue_public_keys(self, name: str) -> list[str]:
+        """The whpk_ keys that verify the v1a signatures of the queue's deliveries: those of
+        its own signing secret, or of WORKLY_SIGNING_SECRET when it has none."""
+        own = (await self.get_queue(name)).config.signing_secret
+        keys = self._signer.public_keys if own is None else public_keys(own)
+        if not keys:
+            raise NoPublicKey(f"queue {name!r}")
+        return keys
 
     async def list_queues(self) -> list[Queue]:
         return await self._started().storage.list_queues()

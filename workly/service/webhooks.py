@@ -19,6 +19,7 @@ from workly.errors import (
     EndpointNotFound,
     EventNotFound,
     InvalidEndpoint,
+    NoPublicKey,
     QueueOfEndpoint,
     StorageConflict,
     TooLarge,
@@ -26,7 +27,7 @@ from workly.errors import (
 from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, QueueConfig, RecordSummary, Task, TaskStatus, check_queue_config
 from workly.service.part import ServicePart
-from workly.signing import generate_secret
+from workly.signing import generate_secret, public_keys
 from workly.webhooks import (
     Endpoint,
     EndpointSpec,
@@ -102,6 +103,13 @@ class WebhookUseCases(ServicePart):
 
     async def delete_endpoint(self, endpoint_id: str) -> None:
         await self._storage().delete_endpoint(endpoint_id)
+
+    async def endpoint_public_keys(self, endpoint_id: str) -> list[str]:
+        """The whpk_ keys of the endpoint's whsk_ keys: what verifies its v1a signatures."""
+        keys = public_keys(await self.endpoint_secret(endpoint_id))
+        if not keys:
+            raise NoPublicKey(f"endpoint {endpoint_id!r}")
+        return keys
 
     async def endpoint_secret(self, endpoint_id: str) -> str:
         secret = (await self.get_endpoint(endpoint_id)).spec.delivery.signing_secret
