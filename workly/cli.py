@@ -19,7 +19,7 @@ from workly.client import webhooks as webhook_commands
 from workly.database_url import redacted
 from workly.errors import ConfigError
 from workly.outbound import LOOPBACK
-from workly.signing import Signer, generate_secret
+from workly.signing import Signer, generate_key_pair, generate_secret
 
 if TYPE_CHECKING:
     from workly.config import Settings
@@ -217,9 +217,19 @@ def migrate() -> None:
 
 
 @app.command()
-def secret() -> None:
-    """Print a new signing secret (whsec_…)."""
-    typer.echo(generate_secret())
+def secret(
+    ed25519: Annotated[
+        bool, typer.Option("--ed25519", help="an ed25519 key pair (v1a signatures) instead of an HMAC secret")
+    ] = False,
+) -> None:
+    """Print a new signing secret (whsec_…), or with --ed25519 a private key (whsk_…) and its
+    public key (whpk_…), each on its own line."""
+    if ed25519:
+        private, public = generate_key_pair()
+        typer.echo(private)
+        typer.echo(public)
+    else:
+        typer.echo(generate_secret())
 
 
 def _check_secrets(settings: Settings) -> None:

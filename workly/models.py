@@ -92,6 +92,9 @@ class NewTask:
     callback_url: str | None = None  # called once after it succeeded
     failure_callback_url: str | None = None  # … after it failed for good
     callback_of: str | None = None  # this task is the callback of that task
+    # W3C trace context its enqueue carried: each attempt's delivery continues the trace.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,8 @@ class ClaimedTask:
     stop_on: tuple[str, ...] = DEFAULT_STOP_ON
     deadline_at: datetime | None = None  # no attempt may start at or after it
     capture_response: bool = False  # it has a callback: keep up to WORKLY_MAX_BODY_BYTES of the answer
+    traceparent: str | None = None  # the trace its enqueue carried (W3C trace context)
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

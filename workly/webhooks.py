@@ -153,6 +153,8 @@ class NewEvent:
     run_at: datetime | None = None  # None: due now
     callback_url: str | None = None  # given to each of its deliveries
     failure_callback_url: str | None = None
+    traceparent: str | None = None  # W3C trace context, given to each of its deliveries
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

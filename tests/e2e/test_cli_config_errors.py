@@ -159,3 +159,25 @@ def test_a_bad_outbound_allow_list_is_refused(tmp_path: Path, command: str) -> N
             "dev", "--db", str(tmp_path / "w.db"), "--port", str(free_port()), cwd=tmp_path, **env
         )
     assert "not-a-network" in assert_refused(result, "WORKLY_OUTBOUND_ALLOW")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "mention"),
+    [
+        ("WORKLY_OUTBOUND_PROXY", "https://proxy.internal:443", "must be an http:// URL"),
+        ("WORKLY_OUTBOUND_PROXY", "http://proxy.internal:3128/path", "address only"),
+        ("WORKLY_OUTBOUND_CA_FILE", "/nonexistent/ca.pem", "no such file"),
+        ("WORKLY_OUTBOUND_CLIENT_KEY", "/nonexistent/key.pem", "needs WORKLY_OUTBOUND_CLIENT_CERT"),
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "dev"])
+def test_outbound_settings_that_cannot_be_used(
+    tmp_path: Path, command: str, setting: str, value: str, mention: str
+) -> None:
+    env = {setting: value, "WORKLY_SIGNING_SECRET": TEST_SECRET}
+    if command == "serve":
+        result = serve(tmp_path, WORKLY_DATABASE_URL=PG_URL, **env)
+    else:
+        result = workly("dev", "--db", str(tmp_path / "w.db"), "--port", str(free_port()), cwd=tmp_path, **env)
+    assert_refused(result, setting, mention)
+    assert not (tmp_path / "w.db").exists()

@@ -15,6 +15,8 @@ from workly.storage.migrator import load_migrations
 from workly.storage.postgres import PostgresStorage
 
 ENDPOINT_HEADERS = {"x-team": "billing", "X-Order": "1"}
+ALL = [migration.version for migration in load_migrations("postgres")]
+AFTER_10 = [version for version in ALL if version > 10]
 
 
 async def _apply_migrations_1_to_10(conn: asyncpg.Connection) -> None:
@@ -56,7 +58,7 @@ async def test_the_upgrade_turns_endpoint_headers_into_objects(pg_fresh_db: str)
     await _install_version_10(pg_fresh_db)
     storage = await PostgresStorage.open(pg_fresh_db)
     try:
-        assert await storage.migrate() == [11]
+        assert await storage.migrate() == AFTER_10
         endpoint = await storage.get_endpoint("ep_old")
         assert endpoint is not None and endpoint.spec.headers == ENDPOINT_HEADERS
     finally:
@@ -118,7 +120,7 @@ async def test_an_install_the_search_path_put_in_the_roles_schema_is_not_started
         await storage.close()
     storage = await PostgresStorage.open(pg_fresh_db, schema=user)
     try:
-        assert await storage.migrate() == [11]
+        assert await storage.migrate() == AFTER_10
     finally:
         await storage.close()
 
@@ -140,6 +142,6 @@ async def test_with_no_schema_configured_an_install_elsewhere_is_named_not_hidde
         await storage.close()
     storage = await PostgresStorage.open(pg_fresh_db, schema="public")
     try:
-        assert await storage.migrate() == list(range(1, 12))  # a second install, asked for
+        assert await storage.migrate() == ALL  # a second install, asked for
     finally:
         await storage.close()

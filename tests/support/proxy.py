@@ -86,9 +86,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 @asynccontextmanager
-async def running_proxy() -> AsyncIterator[RecordingProxy]:
+async def running_proxy(port: int = 0) -> AsyncIterator[RecordingProxy]:
+    """``port``: where to listen (a free one when 0)."""
     proxy = RecordingProxy()
-    listener = await asyncio.start_server(proxy.handle, LOOPBACK_ONLY, 0)
+    listener = await asyncio.start_server(proxy.handle, LOOPBACK_ONLY, port)
     proxy.port = listener.sockets[0].getsockname()[1]
     async with listener:
         yield proxy

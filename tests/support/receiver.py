@@ -11,6 +11,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import ssl
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import AsyncIterator
@@ -130,16 +131,19 @@ def _verify(secret: str, body: bytes, headers: dict[str, str]) -> bool:
 
 
 @asynccontextmanager
-async def running_receiver(secret: str | None = None) -> AsyncIterator[Receiver]:
+async def running_receiver(
+    secret: str | None = None, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[Receiver]:
+    """``tls``: serve https with this context (its certificate for 127.0.0.1)."""
     receiver = Receiver(secret)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", receiver._handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
     await site.start()
     port = runner.addresses[0][1]
-    receiver.base_url = f"http://127.0.0.1:{port}"
+    receiver.base_url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     try:
         yield receiver
     finally:

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN
 from workly.api.pages import Cursor, Limit, page
 from workly.api.schemas import ShortText
+from workly.api.trace import TraceHeaders
 from workly.api.webhook_schemas import EventIn
 from workly.errors import EventNotFound
 from workly.web.dependencies import ServiceDep
@@ -30,13 +31,14 @@ def _event_id(event_id: Annotated[str, Path(max_length=64)]) -> str:
 async def publish_event(
     event: EventIn,
     service: ServiceDep,
+    trace: TraceHeaders,
     idempotency_key: Annotated[
         str | None, Header(min_length=1, max_length=255, pattern=f"^{IDEMPOTENCY_KEY_PATTERN}$")
     ] = None,
 ) -> JSONResponse:
     if idempotency_key and event.idempotency_key and idempotency_key != event.idempotency_key:
         return problem(422, "The Idempotency-Key header and the idempotency_key field differ.")
-    published = await service.publish(event.new_event(service.now(), idempotency_key))
+    published = await service.publish(event.new_event(service.now(), idempotency_key, trace))
     return JSONResponse(event_json(published.event), status_code=201 if published.created else 200)
 
 

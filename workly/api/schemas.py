@@ -23,6 +23,7 @@ from workly.ids import new_task_id
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, NewTask, check_stop_on
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import check_secret
+from workly.trace_context import TraceContext, stored
 from workly.webhooks import origin_of
 
 RUN_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
@@ -185,9 +186,17 @@ class TaskIn(_Strict):
         assert self._encoded is not None
         return self._encoded
 
-    def new_task(self, queue: str, now: datetime, idempotency_header: str | None = None) -> NewTask:
-        """The task to store in ``queue``, with a new id; ``delay`` counts from ``now``."""
+    def new_task(
+        self,
+        queue: str,
+        now: datetime,
+        idempotency_header: str | None = None,
+        trace: TraceContext | None = None,
+    ) -> NewTask:
+        """The task to store in ``queue``, with a new id; ``delay`` counts from ``now``;
+        ``trace``: the request's trace context, carried to each attempt."""
         headers, body = self.encoded
+        traceparent, tracestate = stored(trace)
         run_at = self.run_at if self.delay is None else now + timedelta(seconds=self.delay)
         return NewTask(
             id=new_task_id(),
@@ -210,6 +219,8 @@ class TaskIn(_Strict):
             max_backoff=self.max_backoff,
             callback_url=self.callback_url,
             failure_callback_url=self.failure_callback_url,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
 
 

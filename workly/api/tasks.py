@@ -11,10 +11,12 @@ from pydantic import ValidationError
 
 from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN, DifferentIdempotencyKeys, idempotency_key_of
 from workly.api.schemas import TaskBatchIn, TaskIn, inline_json_schema
+from workly.api.trace import TraceHeaders
 from workly.errors import TaskNotFound
 from workly.media import is_json_type
 from workly.models import QUEUE_NAME, TaskStatus
 from workly.service import Service
+from workly.trace_context import TraceContext
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.problems import problem, unsupported_media_type
@@ -45,6 +47,7 @@ async def enqueue_task(
     queue: QueuePath,
     request: Request,
     service: ServiceDep,
+    trace: TraceHeaders,
     idempotency_key: Annotated[
         str | None, Header(min_length=1, max_length=255, pattern=f"^{IDEMPOTENCY_KEY_PATTERN}$")
     ] = None,
@@ -63,21 +66,23 @@ async def enqueue_task(
         key = idempotency_key_of(task, idempotency_key)
     except DifferentIdempotencyKeys as exc:
         return problem(422, str(exc))
-    return await enqueue_one(service, queue, task, key)
+    return await enqueue_one(service, queue, task, key, trace)
 
 
 async def enqueue_one(
-    service: Service, queue: str, task: TaskIn, idempotency_key: str | None
+    service: Service, queue: str, task: TaskIn, idempotency_key: str | None, trace: TraceContext | None
 ) -> JSONResponse:
     """Enqueue one validated task: 201 with the task, or 200 with the one its key matched."""
-    [stored] = await service.enqueue([task.new_task(queue, service.now(), idempotency_key)])
+    [stored] = await service.enqueue([task.new_task(queue, service.now(), idempotency_key, trace)])
     return JSONResponse(rep.task_json(stored.task), status_code=201 if stored.created else 200)
 
 
 @router.post("/queues/{queue}/tasks/batch", status_code=201, summary="Enqueue up to 1,000 tasks at once")
-async def enqueue_batch(queue: QueuePath, batch: TaskBatchIn, service: ServiceDep) -> JSONResponse:
+async def enqueue_batch(
+    queue: QueuePath, batch: TaskBatchIn, service: ServiceDep, trace: TraceHeaders
+) -> JSONResponse:
     now = service.now()
-    stored = await service.enqueue([task.new_task(queue, now) for task in batch.tasks])
+    stored = await service.enqueue([task.new_task(queue, now, trace=trace) for task in batch.tasks])
     return JSONResponse({"tasks": [rep.task_json(entry.task) for entry in stored]}, status_code=201)
 
 

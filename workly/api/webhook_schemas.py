@@ -26,6 +26,7 @@ from workly.api.schemas import (
 from workly.ids import new_id
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, QueueConfig
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
+from workly.trace_context import TraceContext, stored
 from workly.webhooks import (
     MAX_EVENT_TYPE,
     EndpointSpec,
@@ -209,8 +210,11 @@ class EventIn(_Strict):
         self._encoded = _encode_payload(self.payload, self.payload_base64)
         return self
 
-    def new_event(self, now: datetime, idempotency_header: str | None) -> NewEvent:
+    def new_event(
+        self, now: datetime, idempotency_header: str | None, trace: TraceContext | None = None
+    ) -> NewEvent:
         assert self._encoded is not None
+        traceparent, tracestate = stored(trace)
         payload, content_type = self._encoded
         run_at = self.run_at if self.delay is None else now + timedelta(seconds=self.delay)
         return NewEvent(
@@ -224,6 +228,8 @@ class EventIn(_Strict):
             run_at=run_at,
             callback_url=self.callback_url,
             failure_callback_url=self.failure_callback_url,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
+
+from yarl import URL
 
 from workly import __version__
 from workly.clock import Clock
@@ -10,6 +13,8 @@ from workly.dispatch.http import Blocked, ConnectError, HttpClient, HttpError
 from workly.dispatch.policy import DeliveryOutcome, parse_retry_after
 from workly.models import ClaimedTask
 from workly.signing import Signer
+from workly.trace_context import TraceContext, parse_trace_context
+from workly.tracing import Tracing
 
 USER_AGENT = f"Workly/{__version__}"
 BLOCKED = (
@@ -22,10 +27,18 @@ _MAX_QUEUE_SIGNERS = 1024
 
 
 class Deliverer:
-    def __init__(self, client: HttpClient, signer: Signer, clock: Clock, capture_limit: int = 0) -> None:
+    def __init__(
+        self,
+        client: HttpClient,
+        signer: Signer,
+        clock: Clock,
+        capture_limit: int = 0,
+        tracing: Tracing | None = None,
+    ) -> None:
         """``capture_limit``: response bytes kept for a task with a callback (which hands its
         receiver's answer on); other tasks keep what the client keeps (a snippet)."""
         self._client = client
+        self._tracing = tracing or Tracing()
         self._capture_limit = capture_limit
         self._signer = signer
         self._clock = clock
@@ -42,8 +55,31 @@ class Deliverer:
         return signer
 
     async def deliver(self, task: ClaimedTask) -> DeliveryOutcome:
+        context = parse_trace_context(task.traceparent, task.tracestate) if task.traceparent else None
+        if context is None and not self._tracing.enabled:
+            return await self._attempt(task, None)
+        with self._tracing.attempt(task.method, context, self._span_attributes(task)) as span:
+            outcome = await self._attempt(task, span.context)
+            if outcome.status_code is not None:
+                span.attributes["http.response.status_code"] = outcome.status_code
+            if outcome.error is not None or not 200 <= (outcome.status_code or 0) < 300:
+                span.failed = outcome.error or f"HTTP {outcome.status_code}"
+            return outcome
+
+    def _span_attributes(self, task: ClaimedTask) -> dict[str, Any]:
+        if not self._tracing.enabled:
+            return {}
+        # Never the whole URL: a webhook URL often carries a secret in its path or query.
+        target = URL(task.url)
+        return {
+            "http.request.method": task.method, "url.scheme": target.scheme, "server.address": target.host,
+            "server.port": target.port, "workly.task.id": task.id, "workly.queue": task.queue,
+            "workly.attempt": task.attempt,
+        }  # fmt: skip
+
+    async def _attempt(self, task: ClaimedTask, trace: TraceContext | None) -> DeliveryOutcome:
         started = self._clock()
-        headers = self._headers(task, int(started.timestamp()))
+        headers = self._headers(task, int(started.timestamp()), trace)
         try:
             max_body = self._capture_limit if task.capture_response else None
             response = await self._client.request(
@@ -75,13 +111,16 @@ class Deliverer:
             )
         return DeliveryOutcome(started_at=started, finished_at=self._clock(), error=error)
 
-    def _headers(self, task: ClaimedTask, timestamp: int) -> dict[str, str]:
+    def _headers(self, task: ClaimedTask, timestamp: int, trace: TraceContext | None) -> dict[str, str]:
         """The task's headers, a default user-agent unless it has one, and the signature
-        headers, which replace any of the same name whatever its case."""
+        headers (and this attempt's trace context), which replace any of the same name
+        whatever its case."""
         # An event's deliveries share its id: receivers deduplicate on it across endpoints
         # and attempts.
         message_id = task.event_id or task.id
         signature = self._signer_for(task).headers(message_id, timestamp, task.body)
+        if trace is not None:
+            signature.update(trace.headers())
         headers = {name: value for name, value in task.headers.items() if name.lower() not in signature}
         if not any(name.lower() == "user-agent" for name in headers):
             headers["user-agent"] = USER_AGENT

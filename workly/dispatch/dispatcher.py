@@ -25,6 +25,7 @@ from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
 from workly.periodic import run_every
 from workly.storage.base import Storage
+from workly.tracing import Tracing
 
 log = logging.getLogger("workly.dispatch")
 # Told of every recorded batch (the service: wake-ups for freed tasks, Workly's own events).
@@ -46,8 +47,10 @@ class Dispatcher:
         metrics: Metrics | None = None,
         breaker_rules: BreakerRules | None = None,
         on_recorded: RecordObserver | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
+        self._tracing = tracing or Tracing()
         self._breaker_rules = breaker_rules or BreakerRules()
         self._on_recorded = on_recorded
         self._storage = storage
@@ -125,12 +128,16 @@ class Dispatcher:
             await self._sleep(claim.rate_wait)
 
     async def _claim(self, wanted: int) -> Claim:
+        started = time.time_ns()
         try:
             lease = uuid.uuid4().hex
-            return await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin)
+            claim = await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin)
         except Exception:
             log.exception("claim failed; retrying after the poll interval")
             return Claim([])
+        if claim.tasks and self._tracing.enabled:
+            self._tracing.claimed(started, len(claim.tasks))
+        return claim
 
     async def _heartbeat(self) -> None:
         """Run every lease_margin/3 s: extend the leases of every delivery in flight at once.

@@ -50,6 +50,9 @@ from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
 from workly.signing import Signer, public_keys
 from workly.storage.base import Storage
 from workly.storage.factory import open_storage
+from workly.trace_context import parse_trace_context, stored
+from workly.tracing import Tracing
+from workly.tracing_setup import tracing_from_environment
 
 log = logging.getLogger("workly")
 StorageOpener = Callable[[Settings], Awaitable[Storage]]
@@ -132,6 +135,7 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         *,
         storage_opener: StorageOpener = open_configured_storage,
         http_client: HttpClient | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """Builds nothing that connects: ``start`` does. Raises ConfigError for settings a
         service cannot run with (no database URL, a signing secret that does not decode).
@@ -146,6 +150,9 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         self._http_client = http_client
         self._parts: _Parts | None = None
         self._own_events: set[asyncio.Task[None]] = set()
+        # Made at start from the OTEL_* variables (workly/tracing.py), unless injected.
+        self._given_tracing = tracing
+        self.tracing: Tracing = tracing or Tracing()
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -156,6 +163,7 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         settings = self.settings
         storage = await self._open_storage(settings)
         client = self._http_client or outbound_client(settings)
+        self.tracing = self._given_tracing or tracing_from_environment()
         try:
             applied = await _migrate(storage, settings)
             if applied:
@@ -182,12 +190,15 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
 
     def _assemble(self, storage: Storage, client: HttpClient) -> _Parts:
         settings, clock, metrics = self.settings, self.clock, self.metrics
+        deliverer = Deliverer(
+            client, self._signer, clock, capture_limit=settings.max_body_bytes, tracing=self.tracing
+        )
         dispatcher = Dispatcher(
-            storage, Deliverer(client, self._signer, clock, capture_limit=settings.max_body_bytes), clock,
+            storage, deliverer, clock,
             max_in_flight=settings.max_in_flight,
             poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
             result_batch_max=settings.result_batch_max, metrics=metrics,
-            breaker_rules=settings.breaker_rules(), on_recorded=self.on_recorded,
+            breaker_rules=settings.breaker_rules(), on_recorded=self.on_recorded, tracing=self.tracing,
         )  # fmt: skip
         housekeeper = Housekeeper(
             storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
@@ -232,6 +243,8 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             self._parts = None
             await parts.client.close()
             await parts.storage.close()
+            if self.tracing.enabled:
+                await asyncio.to_thread(self.tracing.shutdown)  # exports what is left
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:
@@ -310,7 +323,19 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         check_body_sizes(tasks, self.settings.max_body_bytes)
         for task in tasks:
             check_not_endpoint_queue(task.queue)
-        return await self._started().enqueuer.enqueue(tasks)
+        enqueuer = self._started().enqueuer
+        if not self.tracing.enabled:
+            return await enqueuer.enqueue(tasks)
+        # One request's tasks share its trace context: the span's, once it is made.
+        first = tasks[0]
+        attributes = {"messaging.system": "workly", "messaging.destination.name": first.queue,
+                      "messaging.batch.message_count": len(tasks)}  # fmt: skip
+        with self.tracing.enqueue("workly.enqueue", parse_trace_context(first.traceparent, first.tracestate),
+                                  attributes) as context:  # fmt: skip
+            traceparent, tracestate = stored(context)
+            return await enqueuer.enqueue(
+                [replace(task, traceparent=traceparent, tracestate=tracestate) for task in tasks]
+            )
 
     async def get_task(self, task_id: str) -> Task:
         task = await self._started().storage.get_task(task_id)

@@ -8,11 +8,13 @@ from datetime import datetime
 from workly.config import Settings
 from workly.metrics import Metrics
 from workly.storage.base import Storage
+from workly.tracing import Tracing
 
 
 class ServicePart:
     settings: Settings
     metrics: Metrics
+    tracing: Tracing
 
     def _storage(self) -> Storage:
         raise NotImplementedError

@@ -28,6 +28,7 @@ from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, QueueConfig, RecordSummary, Task, TaskStatus, check_queue_config
 from workly.service.part import ServicePart
 from workly.signing import generate_secret, public_keys
+from workly.trace_context import parse_trace_context, stored
 from workly.webhooks import (
     Endpoint,
     EndpointSpec,
@@ -152,11 +153,21 @@ class WebhookUseCases(ServicePart):
         if len(event.payload) > limit:
             size = len(event.payload)
             raise TooLarge(f"the payload is {size:,} bytes; at most {limit:,} (WORKLY_MAX_BODY_BYTES)")
-        published = await self._storage().publish(event, self.now(), new_task_id)
+        published = await self._publish(event)
         assert published is not None, "stored whether or not an endpoint takes it"
         if published.created and published.event.deliveries:
             self.work_available()
         return published
+
+    async def _publish(self, event: NewEvent) -> Published | None:
+        if not self.tracing.enabled:
+            return await self._storage().publish(event, self.now(), new_task_id)
+        attributes = {"messaging.system": "workly", "workly.event.type": event.type}
+        context = parse_trace_context(event.traceparent, event.tracestate)
+        with self.tracing.enqueue("workly.publish", context, attributes) as span:
+            traceparent, tracestate = stored(span)
+            traced = replace(event, traceparent=traceparent, tracestate=tracestate)
+            return await self._storage().publish(traced, self.now(), new_task_id)
 
     async def get_event(self, event_id: str) -> Event:
         event = await self._storage().get_event(event_id)

@@ -416,5 +416,7 @@ def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
         "callback_urls": [t.callback_url for t in tasks],
         "failure_callback_urls": [t.failure_callback_url for t in tasks],
         "callback_ofs": [t.callback_of for t in tasks],
+        "traceparents": [t.traceparent for t in tasks],
+        "tracestates": [t.tracestate for t in tasks],
         "held_until": HELD_UNTIL,
     }

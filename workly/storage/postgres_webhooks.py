@@ -163,6 +163,7 @@ class PostgresWebhooks:
             conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at),
             held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
             urls=[row["url"] for row in targets], headers=headers,
+            traceparent=event.traceparent, tracestate=event.tracestate,
         )  # fmt: skip
         if stored["created"]:  # as stored: no need to read it back
             deliveries = [(row["id"], task_id) for row, task_id in zip(targets, task_ids, strict=True)]

@@ -102,6 +102,8 @@ def claimed_from_row(row: Row, dec: Decoders, lease_token: str) -> ClaimedTask:
         stop_on=stop_on_from_text(row["stop_on"]),
         deadline_at=deadline_at(row, dec),
         capture_response=bool(row["capture_response"]),
+        traceparent=row["traceparent"],
+        tracestate=row["tracestate"],
     )
 
 

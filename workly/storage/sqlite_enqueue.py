@@ -79,4 +79,6 @@ def task_params(task: NewTask, now_us: int) -> dict[str, Any]:
         "callback_url": task.callback_url,
         "failure_callback_url": task.failure_callback_url,
         "callback_of": task.callback_of,
+        "traceparent": task.traceparent,
+        "tracestate": task.tracestate,
     }

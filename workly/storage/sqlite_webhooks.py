@@ -241,6 +241,8 @@ def publish_on(
                 "event_id": event.id,
                 "callback_url": event.callback_url,
                 "failure_callback_url": event.failure_callback_url,
+                "traceparent": event.traceparent,
+                "tracestate": event.tracestate,
             }
             for row, task_id in zip(targets, task_ids, strict=True)
         ],

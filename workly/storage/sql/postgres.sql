@@ -20,23 +20,24 @@ inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                        idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
                        endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
-                       callback_url, failure_callback_url, callback_of)
+                       callback_url, failure_callback_url, callback_of, traceparent, tracestate)
     SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body,
            CASE WHEN b.key IS NULL THEN coalesce(r.run_at, :now) ELSE :held_until END,
            r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now,
            r.event_id, r.endpoint_id, r.breaker,
            CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END,
            r.stop_on, r.deadline, r.min_backoff, r.max_backoff, r.callback_url,
-           r.failure_callback_url, r.callback_of
+           r.failure_callback_url, r.callback_of, r.traceparent, r.tracestate
     FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
                 :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
                 :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[],
                 :stop_ons::text[], :deadlines::float8[], :min_backoffs::float8[], :max_backoffs::float8[],
-                :callback_urls::text[], :failure_callback_urls::text[], :callback_ofs::text[])
+                :callback_urls::text[], :failure_callback_urls::text[], :callback_ofs::text[],
+                :traceparents::text[], :tracestates::text[])
          WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
                               idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker,
                               stop_on, deadline, min_backoff, max_backoff, callback_url,
-                              failure_callback_url, callback_of, ord)
+                              failure_callback_url, callback_of, traceparent, tracestate, ord)
     LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
     ORDER BY r.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
@@ -347,7 +348,8 @@ claimed AS (
               q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker,
               t.attempt_base, coalesce(t.stop_on, q.stop_on) AS stop_on,
               coalesce(t.deadline, q.deadline) AS deadline, coalesce(t.budget_at, t.created_at) AS budget_at,
-              (t.callback_url IS NOT NULL OR t.failure_callback_url IS NOT NULL) AS capture_response
+              (t.callback_url IS NOT NULL OR t.failure_callback_url IS NOT NULL) AS capture_response,
+              t.traceparent, t.tracestate
 ),
 share_filled AS (
     -- Tenants and keys (of ordering=none queues) that gave their whole share: they may
@@ -388,7 +390,7 @@ UNION ALL
 -- The row without a task (seq is null): the wait (s) until a rate-limited queue with room
 -- has its next token, and whether a queue may have more due than it gave (see share_filled).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT min(claim_rate_wait(p.rate_limit, p.tokens - p.n)) FROM per_queue p
         WHERE p.rate_limit IS NOT NULL AND p.running + p.n < p.max_concurrency),
        coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false);

@@ -78,11 +78,11 @@ WITH event AS (
 inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
                        created_at, updated_at, event_id, endpoint_id, breaker, held_run_at,
-                       callback_url, failure_callback_url)
+                       callback_url, failure_callback_url, traceparent, tracestate)
     SELECT d.task_id, d.endpoint_id, 'ready', d.url, 'POST', d.headers::json, :payload,
            CASE WHEN b.key IS NULL THEN e.run_at ELSE :held_until::timestamptz END, 0, :key, :now, :now,
            e.id, d.endpoint_id, d.endpoint_id, CASE WHEN b.key IS NOT NULL THEN e.run_at END,
-           :callback_url, :failure_callback_url
+           :callback_url, :failure_callback_url, :traceparent, :tracestate
     FROM event e
     CROSS JOIN unnest(:task_ids::text[], :endpoint_ids::text[], :urls::text[], :headers::text[])
          WITH ORDINALITY AS d(task_id, endpoint_id, url, headers, ord)

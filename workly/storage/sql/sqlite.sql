@@ -14,13 +14,13 @@ ON CONFLICT (name) DO NOTHING;
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
                    idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
                    endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
-                   callback_url, failure_callback_url, callback_of)
+                   callback_url, failure_callback_url, callback_of, traceparent, tracestate)
 SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
        CASE WHEN h.open THEN :held_until ELSE coalesce(:run_at, :now) END, :priority,
        :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now, :event_id,
        :endpoint_id, :breaker, CASE WHEN h.open THEN coalesce(:run_at, :now) END,
        :stop_on, :deadline, :min_backoff, :max_backoff, :callback_url, :failure_callback_url,
-       :callback_of
+       :callback_of, :traceparent, :tracestate
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
 -- name: get_tasks_by_ids
@@ -199,7 +199,8 @@ RETURNING seq, id, queue, url, method, headers, body, attempts AS attempt,
           coalesce(stop_on, (SELECT q.stop_on FROM queues q WHERE q.name = tasks.queue)) AS stop_on,
           coalesce(deadline, (SELECT q.deadline FROM queues q WHERE q.name = tasks.queue)) AS deadline,
           coalesce(budget_at, created_at) AS budget_at,
-          (callback_url IS NOT NULL OR failure_callback_url IS NOT NULL) AS capture_response;
+          (callback_url IS NOT NULL OR failure_callback_url IS NOT NULL) AS capture_response,
+          traceparent, tracestate;
 
 -- name: record_results
 -- The fence: only tasks still running under the result's lease token are updated.

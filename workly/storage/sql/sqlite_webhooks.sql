@@ -71,11 +71,11 @@ RETURNING id;
 -- Run with executemany, one row per matching endpoint.
 INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
                    created_at, updated_at, event_id, endpoint_id, breaker, held_run_at,
-                   callback_url, failure_callback_url)
+                   callback_url, failure_callback_url, traceparent, tracestate)
 SELECT :task_id, :endpoint_id, 'ready', :url, 'POST', :headers, :payload,
        CASE WHEN h.open THEN :held_until ELSE :run_at END, 0, :key, :now, :now,
        :event_id, :endpoint_id, :endpoint_id, CASE WHEN h.open THEN :run_at END,
-       :callback_url, :failure_callback_url
+       :callback_url, :failure_callback_url, :traceparent, :tracestate
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :endpoint_id AND position = 'open') AS open) h;
 
 -- name: get_event
