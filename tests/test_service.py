@@ -24,6 +24,7 @@ from workly.errors import (
 )
 from workly.models import QueueConfig
 from workly.service import Service, migrate_database
+from workly.storage.base import Storage
 
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
@@ -138,3 +139,18 @@ async def test_migrate_database_applies_then_reports_up_to_date(sqlite_url: str)
     applied, version = await migrate_database(settings)
     assert applied == list(range(1, version + 1))
     assert await migrate_database(settings) == ([], version)
+
+
+async def test_outbound_settings_that_cannot_be_used_stop_the_start_before_the_database_opens(
+    sqlite_url: str,
+) -> None:
+    opened: list[Settings] = []
+
+    async def opener(settings: Settings) -> Storage:
+        opened.append(settings)
+        raise AssertionError("the storage must not be opened")
+
+    service = Service(settings_for(sqlite_url, outbound_ca_file="/nonexistent/ca.pem"), storage_opener=opener)
+    with pytest.raises(ConfigError, match="WORKLY_OUTBOUND_CA_FILE"):
+        await service.start()
+    assert opened == []

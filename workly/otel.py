@@ -34,17 +34,11 @@ class OtelTracing(Tracing):
     enabled = True
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        exporter_name = environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
         protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get(
             "OTEL_EXPORTER_OTLP_PROTOCOL"
         )
-        if exporter_name != "otlp" or (protocol and protocol.strip().lower() != "http/protobuf"):
-            log.warning(
-                "Workly exports spans with OTLP over HTTP (http/protobuf) only; OTEL_TRACES_EXPORTER=%s, "
-                "protocol %s asked for something else",
-                exporter_name,
-                protocol,
-            )
+        if protocol and protocol.strip().lower() != "http/protobuf":
+            log.warning("Workly exports spans with OTLP over HTTP (http/protobuf) only, not %s", protocol)
         resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME", "workly")})
         self._provider = TracerProvider(resource=resource)
         self._provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -145,7 +145,8 @@ class Proxy:
 
     host: str
     port: int
-    authorization: str | None = None  # the Proxy-Authorization value, from user:password in the URL
+    # The Proxy-Authorization value, from user:password in the URL; never in a repr or a log.
+    authorization: str | None = field(default=None, repr=False)
 
     def __str__(self) -> str:  # for banners and logs: never the credentials
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -162,8 +163,12 @@ def parse_proxy(url: str) -> Proxy:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise InvalidProxy(f"not a URL: {exc}") from None
+    except ValueError:
+        # Not the parser's words: they may quote a password (one with a '/' splits the URL).
+        raise InvalidProxy(
+            "not a URL of the form http://[user:password@]host[:port] (percent-encode '/', '@' and ':' "
+            "in the credentials)"
+        ) from None
     if parts.scheme != "http":
         raise InvalidProxy(
             "must be an http:// URL (the proxy is spoken to in plain HTTP; deliveries to https "

@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import os
 from collections.abc import Callable
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from workly.errors import ConfigError
@@ -69,7 +68,6 @@ def check_secret(secret: str) -> None:
         decode_secret(secret)
 
 
-@lru_cache(maxsize=1024)
 def _private_key(secret: str) -> Ed25519PrivateKey:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 

@@ -14,16 +14,15 @@ log = logging.getLogger("workly")
 def _configured(environ: Mapping[str, str]) -> bool:
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter == "none":
         return False
-    return any(
-        environ.get(name)
-        for name in (
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "OTEL_TRACES_EXPORTER",
-        )
-    )
+    if exporter not in ("", "otlp"):
+        log.warning("OTEL_TRACES_EXPORTER=%s: Workly exports spans over OTLP only: none go out", exporter)
+        return False
+    # otlp named, or an endpoint given (the exporter then defaults to otlp).
+    endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    return exporter == "otlp" or any(environ.get(name) for name in endpoints)
 
 
 def tracing_from_environment(environ: Mapping[str, str] = os.environ) -> Tracing:

@@ -67,7 +67,7 @@ def test_accepted_headers_go_out_exactly_and_alone(headers: dict[str, str], body
     except ValidationError:
         return  # refused at the door: never stored, never sent
     sent_headers, sent_body = task.encoded
-    raw = _encode_request("POST", request_target(URL), sent_headers, sent_body)
+    raw = _encode_request("POST", request_target(URL), "127.0.0.1:9", sent_headers, sent_body)
     parsed = _parse(raw)
     assert parsed.complete == 1  # one request, not two
     expected = [(name.lower(), value) for name, value in sent_headers.items()]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
 from tests.support.raw_server import OK, answering, raw_server
 from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
@@ -10,6 +14,8 @@ from workly.dispatch.http import HttpClient
 from workly.models import ClaimedTask
 from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer
+from workly.trace_context import TraceContext
+from workly.tracing import AttemptTrace, Tracing
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 
@@ -53,3 +59,41 @@ async def test_signature_headers_cannot_be_spoofed_by_the_task() -> None:
     signatures = [line for line in lines if line.startswith(b"webhook-signature:")]
     assert len(signatures) == 1
     assert b"forged" not in signatures[0]
+
+
+class RecordingTracing(Tracing):
+    """Spans on, recorded here instead of exported."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.attempts: list[dict[str, object]] = []
+
+    @contextmanager
+    def attempt(
+        self, method: str, context: TraceContext | None, attributes: Mapping[str, Any]
+    ) -> Iterator[AttemptTrace]:
+        with super().attempt(method, context, attributes) as span:
+            yield span
+            self.attempts.append({**attributes, **span.attributes, "failed": span.failed})
+
+
+async def test_a_url_whose_host_does_not_decode_is_still_attempted_with_spans_on() -> None:
+    """yarl cannot decode the IDNA label xn--a; the span names the raw host, and the
+    attempt goes on (here: no such host) instead of the deliverer raising."""
+    tracing = RecordingTracing()
+
+    async def nowhere(host: str, port: int) -> list[str]:
+        raise OSError("no such host")  # never a real lookup
+
+    client = HttpClient(policy=LOCAL, resolver=nowhere)
+    try:
+        outcome = await Deliverer(client, Signer([TEST_SECRET]), system_clock, tracing=tracing).deliver(
+            claimed("http://xn--a.com/hook", {})
+        )
+    finally:
+        await client.close()
+    assert outcome.error is not None and "cannot resolve" in outcome.error
+    [span] = tracing.attempts
+    assert span["server.address"] == "xn--a.com"
+    assert span["failed"] == outcome.error

@@ -6,13 +6,15 @@ drops the SYNs, as for a dead A record or a broken IPv6 path); the live one a se
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 
 import pytest
 
 from tests.support.raw_server import OK, answering, black_hole, raw_server
 from workly.dispatch.http import ConnectError, HttpClient
-from workly.dispatch.http.connect import interleave
+from workly.dispatch.http.connect import connect_first, interleave
 from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)
@@ -79,3 +81,22 @@ async def test_refused_addresses_are_passed_at_once_and_all_failures_named() -> 
 )
 def test_families_are_interleaved_the_first_one_first(resolved: list[str], order: list[str]) -> None:
     assert interleave(resolved) == order
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_a_cancelled_connect_raises_and_leaves_no_socket_open() -> None:
+    with black_hole("127.0.0.2") as port, black_hole("127.0.0.3", port):
+        before = open_descriptors()
+        connecting = asyncio.create_task(connect_first(["127.0.0.2", "127.0.0.3"], port, delay=0.01))
+        async with asyncio.timeout(5):
+            while open_descriptors() < before + 2:  # both attempts under way
+                await asyncio.sleep(0.01)
+        connecting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await connecting
+        async with asyncio.timeout(5):
+            while open_descriptors() > before:
+                await asyncio.sleep(0.01)

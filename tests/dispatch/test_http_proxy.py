@@ -156,3 +156,72 @@ def test_proxy_urls(url: str, expected: Proxy) -> None:
 def test_proxy_urls_that_are_refused(url: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         parse_proxy(url)
+
+
+async def test_one_spelling_of_the_host_is_checked_and_sent(proxy: RecordingProxy) -> None:
+    """A trailing dot leaves yarl's Host header and a proxy's target without it: the check
+    must not see "127.0.0.1." (a name) while the proxy gets 127.0.0.1. A percent-encoded
+    name (which a proxy might decode) is refused outright."""
+
+    async def resolver(host: str, port: int) -> list[str]:
+        if host == "localhost":
+            return ["127.0.0.1"]
+        raise OSError("no such host")  # never a real lookup
+
+    client = HttpClient(policy=OutboundPolicy(), proxy=parse_proxy(proxy.url), resolver=resolver)
+    try:
+        for url in (
+            "http://127.0.0.1.:8080/",
+            "https://127.0.0.1./",
+            "http://localhost.:8080/",
+            "http://127.0.0.%31:8080/",
+            "http://%6c%6fcalhost/",
+            "http://[fe80::1%25eth0]/",
+        ):
+            with pytest.raises(Blocked):
+                await client.request("POST", url, {}, b"", timeout=5)
+    finally:
+        await client.close()
+    assert proxy.connects == proxy.forwarded == []
+
+
+async def test_the_host_header_and_the_tunnel_name_the_checked_host(proxy: RecordingProxy) -> None:
+    seen: list[bytes] = []
+    client = HttpClient(policy=LOCAL, proxy=parse_proxy(proxy.url))
+    try:
+        async with raw_server(answering(OK, record=seen)) as server:
+            dotted = server.url.replace("127.0.0.1", "127.0.0.1.")
+            assert (await client.request("GET", dotted + "/x", {}, b"", timeout=5)).status == 204
+    finally:
+        await client.close()
+    port = server.url.rsplit(":", 1)[1]
+    assert proxy.forwarded == [f"GET http://127.0.0.1:{port}/x HTTP/1.1"]
+    assert f"host: 127.0.0.1:{port}".encode() in seen[0].split(b"\r\n")
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (b"HTTP/1.1 \xb2\xb2\xb2 Weird\r\n\r\n", "did not answer CONNECT in HTTP"),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "did not answer CONNECT in HTTP"),
+        (b"HTTP/1.1 502 Bad Gateway\n\r\n", "502 Bad Gateway"),  # a bare-LF line, then CRLF
+        (b"HTTP/1.1 403 Forbidden\n\n", "403 Forbidden"),
+    ],
+)
+async def test_odd_answers_to_connect_are_refusals_not_hangs(
+    proxy: RecordingProxy, answer: bytes, error: str
+) -> None:
+    proxy.refuse_with = answer
+    client = HttpClient(policy=LOCAL, proxy=parse_proxy(proxy.url))
+    try:
+        with pytest.raises(ProxyRefused, match=error):
+            await client.request("POST", "https://127.0.0.1:9/", {}, b"", timeout=3)
+    finally:
+        await client.close()
+
+
+def test_a_proxy_url_that_does_not_parse_never_shows_its_password() -> None:
+    with pytest.raises(ValueError, match="percent-encode") as refused:
+        parse_proxy("http://svc:Hunter2Secret/x@proxy.internal:3128")
+    assert "Hunter2" not in str(refused.value)
+    assert "Basic" not in repr(parse_proxy("http://svc:Hunter2Secret@proxy.internal:3128"))

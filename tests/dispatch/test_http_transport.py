@@ -78,10 +78,12 @@ async def test_a_gzip_body_is_passed_through_as_sent(client: HttpClient) -> None
 
 
 async def test_head_answers_without_a_body_and_its_connection_is_not_reused(client: HttpClient) -> None:
-    async with raw_server(answering(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n", OK)) as server:
+    heads = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n")
+    async with raw_server(heads) as server:
         response = await client.request("HEAD", server.url + "/", {}, b"", timeout=5)
-        await send(client, server.url)
-    assert (response.status, response.body, server.connections) == (200, b"", 2)
+        again = await client.request("HEAD", server.url + "/", {}, b"", timeout=5)
+    assert (response.status, response.body, response.complete) == (200, b"", True)
+    assert (again.status, server.connections) == (200, 2)
 
 
 # --- leniency -------------------------------------------------------------------------------
@@ -241,3 +243,20 @@ async def test_idle_connections_are_capped_over_all_origins() -> None:
         assert (a.connections, b.connections, c.connections) == (2, 1, 1)
     finally:
         await capped.close()
+
+
+async def test_no_time_left_means_nothing_is_written(client: HttpClient) -> None:
+    requests: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while request := await read_request(reader):
+            requests.append(request)
+            writer.write(OK)
+            await writer.drain()
+
+    async with raw_server(record) as server:
+        await send(client, server.url)  # a kept-alive connection waits in the pool
+        with pytest.raises(TimeoutError):
+            await client.request("POST", server.url + "/", {}, b"late", timeout=0)
+        await send(client, server.url)
+    assert [r.endswith(b"late") for r in requests] == [False, False]

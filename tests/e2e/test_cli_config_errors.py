@@ -178,6 +178,7 @@ def test_outbound_settings_that_cannot_be_used(
     if command == "serve":
         result = serve(tmp_path, WORKLY_DATABASE_URL=PG_URL, **env)
     else:
-        result = workly("dev", "--db", str(tmp_path / "w.db"), "--port", str(free_port()), cwd=tmp_path, **env)
+        args = ["dev", "--db", str(tmp_path / "w.db"), "--port", str(free_port())]
+        result = workly(*args, cwd=tmp_path, **env)
     assert_refused(result, setting, mention)
     assert not (tmp_path / "w.db").exists()

@@ -118,6 +118,8 @@ async def test_a_publish_span_parents_its_deliveries(
         ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}, True),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"}, False),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_TRACES_EXPORTER": "none"}, False),
+        ({"OTEL_TRACES_EXPORTER": "console"}, False),  # not OTLP: nothing (and a warning)
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
     ],
 )
 def test_which_environment_asks_for_spans(environ: dict[str, str], enabled: bool) -> None:

@@ -1,6 +1,9 @@
 """CPU per delivery request: aiohttp against Workly's HttpClient, to the load test's sink.
 
-    python -m tools.bench.http_clients [requests]
+    python -m tools.bench.http_clients [requests] [uvloop]
+
+``uvloop``: on uvloop's event loop, which `workly dev`/`serve` run on (uvicorn picks it), instead
+of asyncio's own.
 
 Both clients post the same small signed-looking request with 64 in flight to a no-op
 sink in the same process (so the figures include the sink's share, the same for both).
@@ -69,4 +72,10 @@ async def main(requests: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20_000))
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+    if "uvloop" in sys.argv[2:]:
+        import uvloop
+
+        uvloop.run(main(count))
+    else:
+        asyncio.run(main(count))

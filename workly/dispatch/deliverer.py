@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from yarl import URL
-
 from workly import __version__
 from workly.clock import Clock
 from workly.dispatch.http import Blocked, ConnectError, HttpClient, HttpError
 from workly.dispatch.policy import DeliveryOutcome, parse_retry_after
 from workly.models import ClaimedTask
+from workly.outgoing import request_target
 from workly.signing import Signer
 from workly.trace_context import TraceContext, parse_trace_context
 from workly.tracing import Tracing
@@ -69,13 +68,18 @@ class Deliverer:
     def _span_attributes(self, task: ClaimedTask) -> dict[str, Any]:
         if not self._tracing.enabled:
             return {}
-        # Never the whole URL: a webhook URL often carries a secret in its path or query.
-        target = URL(task.url)
-        return {
-            "http.request.method": task.method, "url.scheme": target.scheme, "server.address": target.host,
-            "server.port": target.port, "workly.task.id": task.id, "workly.queue": task.queue,
+        shown: dict[str, Any] = {
+            "http.request.method": task.method, "workly.task.id": task.id, "workly.queue": task.queue,
             "workly.attempt": task.attempt,
         }  # fmt: skip
+        # Never the whole URL: a webhook URL often carries a secret in its path or query. The
+        # raw (ASCII) host: decoding an IDNA label may fail, and a span must never stop an attempt.
+        try:
+            target = request_target(task.url)
+        except ValueError:
+            return shown
+        where = {"url.scheme": target.scheme, "server.address": target.raw_host, "server.port": target.port}
+        return {**shown, **{name: value for name, value in where.items() if value is not None}}
 
     async def _attempt(self, task: ClaimedTask, trace: TraceContext | None) -> DeliveryOutcome:
         started = self._clock()

@@ -161,9 +161,14 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         if self._parts is not None:
             raise RuntimeError("the service is already running")
         settings = self.settings
-        storage = await self._open_storage(settings)
+        # What may refuse the settings comes before anything opens (nothing to close then).
         client = self._http_client or outbound_client(settings)
         self.tracing = self._given_tracing or tracing_from_environment()
+        try:
+            storage = await self._open_storage(settings)
+        except BaseException:
+            await client.close()
+            raise
         try:
             applied = await _migrate(storage, settings)
             if applied:

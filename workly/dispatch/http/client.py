@@ -47,6 +47,31 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+PROXIED_LOOKUP_TIMEOUT = 2.0  # seconds Workly's own lookup of a proxied target may take
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def canonical_host(raw_host: str) -> str:
+    """The host as checked and sent: without the trailing dot of an absolute name (yarl
+    leaves it out of the Host header, so the checks must too). A percent-encoded name, or
+    an IPv6 zone id, is refused: no DNS name holds a '%', and a proxy that decoded one
+    would reach a host the checks never saw."""
+    host = raw_host[:-1] if raw_host.endswith(".") else raw_host
+    if "%" in host:
+        raise Blocked(f"{raw_host}: percent-encoded host names and IPv6 zone ids are not delivered to")
+    return host
+
+
+def authority(scheme: str, host: str, port: int) -> str:
+    """host[:port] as the Host header and an absolute-form target name it."""
+    shown = f"[{host}]" if ":" in host else host
+    return shown if _DEFAULT_PORTS.get(scheme) == port else f"{shown}:{port}"
+
+
+def _tunnel_authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _is_address(host: str) -> bool:
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
@@ -102,10 +127,13 @@ class HttpClient:
         target = request_target(url)
         if target.scheme not in ("http", "https") or not target.raw_host or target.port is None:
             raise ProtocolError(f"not an absolute http(s) URL: {url!r}")
-        origin = (target.scheme, target.raw_host, target.port)
+        # One spelling of the host for the checks, the connection, the Host header and what a
+        # proxy is asked for: what is checked is what is sent.
+        host = canonical_host(target.raw_host)
+        origin = (target.scheme, host, target.port)
         forward_to = self._proxy if target.scheme == "http" else None  # https goes through a tunnel
         message = encode_request(
-            method, target, headers, body,
+            method, target, authority(*origin), headers, body,
             absolute=forward_to is not None,
             proxy_authorization=forward_to.authorization if forward_to else None,
         )  # fmt: skip
@@ -123,6 +151,9 @@ class HttpClient:
         max_body: int,
         deadline: float | None,
     ) -> HttpResponse:
+        if deadline is not None and deadline <= asyncio.get_running_loop().time():
+            self._pool.put(origin, conn)  # no time left to send in: nothing is written
+            raise TimeoutError
         try:
             answer = conn.send(message, head, max_body)
             if deadline is None:
@@ -196,8 +227,11 @@ class HttpClient:
             self._allowed(host, [host])
         else:
             try:
-                resolved = await self._resolve(host, port)
-            except OSError:
+                # Bounded apart: where only the proxy has a resolver, a lookup may hang
+                # instead of failing, and must not eat the connection's budget.
+                async with asyncio.timeout(PROXIED_LOOKUP_TIMEOUT):
+                    resolved = await self._resolve(host, port)
+            except (OSError, TimeoutError):
                 pass  # only the proxy can resolve it: its own rules decide (docs/security.md)
             else:
                 self._allowed(host, resolved)
@@ -207,9 +241,8 @@ class HttpClient:
             raise ConnectError(f"cannot resolve the proxy {proxy.host}: {exc}") from None
         sock = await connect_first(proxies, proxy.port, self._delay)
         if scheme == "https":
-            authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             try:
-                await open_tunnel(sock, authority, proxy.authorization)
+                await open_tunnel(sock, _tunnel_authority(host, port), proxy.authorization)
             except OSError as exc:
                 sock.close()
                 raise ConnectError(f"the proxy's connection failed: {exc}") from None

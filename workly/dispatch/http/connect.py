@@ -10,7 +10,6 @@ record) costs a quarter of a second instead of the whole connect budget.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
 from collections.abc import Sequence
@@ -59,11 +58,17 @@ async def connect_first(
                 failures.append(str(error))
             # An attempt failed (start the next now) or the delay passed (start it too).
     finally:
+        # Not awaited: a cancel of this call that lands meanwhile must not be swallowed.
         for attempt in running:
             attempt.cancel()
-        for attempt in running:  # one may have connected meanwhile: it is not used
-            with contextlib.suppress(BaseException):  # cancelled or failed: nothing to close
-                (await attempt).close()
+            attempt.add_done_callback(_close_unused)
+
+
+def _close_unused(attempt: asyncio.Task[socket.socket]) -> None:
+    """An attempt that lost the race: close its socket if it connected after all (one
+    cancelled in time closed its own), and take its error so none goes unretrieved."""
+    if not attempt.cancelled() and attempt.exception() is None:
+        attempt.result().close()
 
 
 async def _connect_one(address: str, port: int) -> socket.socket:
@@ -101,7 +106,7 @@ async def open_tunnel(sock: socket.socket, authority: str, proxy_authorization: 
         lines.append(f"proxy-authorization: {proxy_authorization}")
     await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
     answer = bytearray()
-    while not answer.endswith(b"\r\n\r\n") and not answer.endswith(b"\n\n"):
+    while not answer.endswith((b"\n\n", b"\n\r\n")):  # the blank line, after CRLF or bare LF lines
         if len(answer) >= MAX_PROXY_ANSWER:
             raise ProxyRefused("the proxy's answer to CONNECT is too long")
         byte = await loop.sock_recv(sock, 1)
@@ -110,7 +115,11 @@ async def open_tunnel(sock: socket.socket, authority: str, proxy_authorization: 
         answer += byte
     status_line = answer.split(b"\n", 1)[0].decode("latin-1").strip()
     parts = status_line.split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+    if (
+        len(parts) < 2
+        or not parts[0].startswith("HTTP/1.")
+        or not (parts[1].isascii() and parts[1].isdigit())
+    ):
         raise ProxyRefused(f"the proxy did not answer CONNECT in HTTP: {status_line[:100]!r}")
     if not 200 <= int(parts[1]) < 300:
         raise ProxyRefused(f"the proxy refused the tunnel to {authority}: {status_line[:200]}")

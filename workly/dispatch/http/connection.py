@@ -79,8 +79,15 @@ class Connection(asyncio.Protocol):
         return self._waiter
 
     def partial(self) -> HttpResponse | None:
-        """The response so far, once its head has arrived: what a body that stalls leaves."""
-        if not self._headers_done or self._status < 200:
+        """The response so far, once its head has arrived, of the exchange whose wait the
+        deadline cut (its waiter cancelled): what a body that stalls leaves. None for any
+        other state, such as the finished exchange before."""
+        if (
+            self._waiter is None
+            or not self._waiter.cancelled()
+            or not self._headers_done
+            or self._status < 200
+        ):
             return None
         return HttpResponse(self._status, dict(self._headers), b"".join(self._body), complete=False)
 

@@ -14,18 +14,20 @@ _BODYLESS_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 def encode_request(
     method: str,
     target: URL,
+    authority: str,
     headers: Mapping[str, str],
     body: bytes,
     *,
     absolute: bool = False,
     proxy_authorization: str | None = None,
 ) -> bytes:
-    """``absolute``: the request goes to a forwarding proxy, so its target is the whole
-    URL (RFC 9112 absolute-form) instead of the path; the proxy's credentials go with it."""
+    """``authority``: the host[:port] the Host header (and an absolute-form target) names.
+    ``absolute``: the request goes to a forwarding proxy, so its target is the whole URL
+    (RFC 9112 absolute-form) instead of the path; the proxy's credentials go with it."""
     path = target.raw_path_qs
     if absolute:
-        path = f"{target.scheme}://{target.host_port_subcomponent}{path}"
-    lines = [f"{method} {path} HTTP/1.1", f"host: {target.host_port_subcomponent}"]
+        path = f"{target.scheme}://{authority}{path}"
+    lines = [f"{method} {path} HTTP/1.1", f"host: {authority}"]
     if proxy_authorization is not None:
         lines.append(f"proxy-authorization: {proxy_authorization}")
     own = ((name, value) for name, value in headers.items() if name.lower() not in CONNECTION_HEADERS)
