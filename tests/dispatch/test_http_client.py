@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trustme
 
-from tests.support.raw_server import OK, answering, raw_server, read_request
+from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
 from workly.dispatch.http import ConnectError, HttpClient, ProtocolError
 from workly.outbound import LOOPBACK, OutboundPolicy
 
@@ -75,12 +75,7 @@ async def test_a_long_body_is_cut_and_its_connection_not_reused(client: HttpClie
 
 
 async def test_a_body_ended_by_closing_the_connection(client: HttpClient) -> None:
-    async def close_delimited(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.0 200 OK\r\n\r\nbye")
-        await writer.drain()
-
-    async with raw_server(close_delimited) as server:
+    async with raw_server(answering_then_closing(b"HTTP/1.0 200 OK\r\n\r\nbye")) as server:
         response = await client.request("GET", server.url + "/", {}, b"")
     assert (response.status, response.body) == (200, b"bye")
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.raw_server import OK, answering, raw_server, read_request
+from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
 from workly.dispatch.http import HttpClient, HttpResponse, ProtocolError
 from workly.outbound import LOOPBACK, OutboundPolicy
 
@@ -140,12 +140,9 @@ async def test_no_head_within_the_timeout_is_a_timeout(client: HttpClient) -> No
 
 
 async def test_a_body_cut_by_the_close_keeps_the_status(client: HttpClient) -> None:
-    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npart")
-        await writer.drain()
-
-    async with raw_server(cut) as server:
+    async with raw_server(
+        answering_then_closing(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npart")
+    ) as server:
         response = await send(client, server.url)
     assert (response.status, response.body, response.complete) == (200, b"part", False)
 

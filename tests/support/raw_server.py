@@ -53,6 +53,17 @@ async def raw_server(handler: Handler, tls: ssl.SSLContext | None = None) -> Asy
         listener.close()
 
 
+def answering_then_closing(response: bytes) -> Handler:
+    """Answer the first request on a connection with ``response``, then close it."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(response)
+        await writer.drain()
+
+    return handler
+
+
 def answering(*responses: bytes, record: list[bytes] | None = None) -> Handler:
     """Answer each request on a connection with the next response, then keep reading."""
 

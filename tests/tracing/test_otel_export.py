@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from tests.support.receiver import running_receiver
+from tests.support.receiver import Receiver, running_receiver
 from tests.support.servers import TEST_SECRET, in_process
 from workly.config import Settings
 from workly.tracing_setup import tracing_from_environment
@@ -47,28 +48,41 @@ async def collector() -> AsyncIterator[tuple[str, list[Span]]]:
         await runner.cleanup()
 
 
+@dataclass
+class Traced:
+    """A collector, a receiver, and the settings of a service whose spans go to the one and
+    whose deliveries to the other (OTEL_* set for the test)."""
+
+    spans: list[Span]
+    receiver: Receiver
+    settings: Settings
+
+
+@pytest.fixture
+async def traced(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Traced]:
+    async with collector() as (endpoint, spans), running_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        settings = Settings(database_url=sqlite_url, signing_secret=TEST_SECRET, outbound_allow="127.0.0.0/8")
+        yield Traced(spans, receiver, settings)
+
+
 def attributes(span: Span) -> dict[str, Any]:
     return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
 
 
-async def test_enqueue_claim_and_attempt_spans_are_exported_and_linked(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with collector() as (endpoint, spans), running_receiver() as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-        monkeypatch.setenv("OTEL_SERVICE_NAME", "workly-test")
-        receiver.script("/hook", [500])
-        settings = Settings(database_url=sqlite_url, signing_secret=TEST_SECRET, outbound_allow="127.0.0.0/8")
-        async with in_process(settings) as (service, http):
-            assert service.tracing.enabled
-            body = {"url": receiver.url("/hook"), "min_backoff": 0, "max_backoff": 0}
-            headers = {"traceparent": f"00-{TRACE}-{CALLER}-01"}
-            assert (await http.post("/v1/queues/q/tasks", json=body, headers=headers)).status_code == 201
-            delivered = await receiver.wait_for("/hook", 2)
-        # Stopping the service exported what was left.
+async def test_enqueue_claim_and_attempt_spans_are_exported_and_linked(traced: Traced) -> None:
+    receiver = traced.receiver
+    receiver.script("/hook", [500])
+    async with in_process(traced.settings) as (service, http):
+        assert service.tracing.enabled
+        body = {"url": receiver.url("/hook"), "min_backoff": 0, "max_backoff": 0}
+        headers = {"traceparent": f"00-{TRACE}-{CALLER}-01"}
+        assert (await http.post("/v1/queues/q/tasks", json=body, headers=headers)).status_code == 201
+        delivered = await receiver.wait_for("/hook", 2)
+    # Stopping the service exported what was left.
     by_name: dict[str, list[Span]] = {}
-    for span in spans:
+    for span in traced.spans:
         by_name.setdefault(span.name, []).append(span)
     [enqueue] = by_name["workly.enqueue"]
     assert (enqueue.trace_id.hex(), enqueue.parent_span_id.hex(), enqueue.kind) == (
@@ -91,22 +105,17 @@ async def test_enqueue_claim_and_attempt_spans_are_exported_and_linked(
     assert sum(attributes(c)["workly.claimed"] for c in by_name["workly.claim"]) == 2
 
 
-async def test_a_publish_span_parents_its_deliveries(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with collector() as (endpoint, spans), running_receiver() as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-        settings = Settings(database_url=sqlite_url, signing_secret=TEST_SECRET, outbound_allow="127.0.0.0/8")
-        async with in_process(settings) as (_, http):
-            for path in ("/a", "/b"):
-                assert (await http.post("/v1/endpoints", json={"url": receiver.url(path)})).status_code == 201
-            assert (await http.post("/v1/events", json={"type": "a.b", "payload": {}})).status_code == 201
-            await receiver.wait_for("/a", 1)
-            await receiver.wait_for("/b", 1)
-    [publish] = [s for s in spans if s.name == "workly.publish"]
+async def test_a_publish_span_parents_its_deliveries(traced: Traced) -> None:
+    receiver = traced.receiver
+    async with in_process(traced.settings) as (_, http):
+        for path in ("/a", "/b"):
+            assert (await http.post("/v1/endpoints", json={"url": receiver.url(path)})).status_code == 201
+        assert (await http.post("/v1/events", json={"type": "a.b", "payload": {}})).status_code == 201
+        await receiver.wait_for("/a", 1)
+        await receiver.wait_for("/b", 1)
+    [publish] = [s for s in traced.spans if s.name == "workly.publish"]
     assert publish.parent_span_id == b""  # no traceparent came: a new trace starts here
-    deliveries = [s for s in spans if s.name == "POST"]
+    deliveries = [s for s in traced.spans if s.name == "POST"]
     assert len(deliveries) == 2 and {s.parent_span_id for s in deliveries} == {publish.span_id}
 
 

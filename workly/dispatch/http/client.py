@@ -28,7 +28,8 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 from workly.dispatch.http.connect import HAPPY_EYEBALLS_DELAY, connect_first, open_tunnel
 from workly.dispatch.http.connection import Connection, HttpResponse
@@ -66,6 +67,19 @@ def authority(scheme: str, host: str, port: int) -> str:
     """host[:port] as the Host header and an absolute-form target name it."""
     shown = f"[{host}]" if ":" in host else host
     return shown if _DEFAULT_PORTS.get(scheme) == port else f"{shown}:{port}"
+
+
+@contextmanager
+def _closed_on_failure(sock: socket.socket, failure: str) -> Iterator[None]:
+    """Close ``sock`` if the block fails; a socket error is a ConnectError saying ``failure``."""
+    try:
+        yield
+    except OSError as exc:  # ssl.SSLError included
+        sock.close()
+        raise ConnectError(f"{failure}: {exc}") from None
+    except BaseException:
+        sock.close()
+        raise
 
 
 def _tunnel_authority(host: str, port: int) -> str:
@@ -194,16 +208,10 @@ class HttpClient:
         else:
             sock = await self._through_proxy(self._proxy, scheme, host, port)
         tls = self._ssl if scheme == "https" else None
-        try:
+        with _closed_on_failure(sock, f"TLS with {host}:{port} failed"):
             _, conn = await asyncio.get_running_loop().create_connection(
                 Connection, sock=sock, ssl=tls, server_hostname=host if tls else None
             )
-        except (OSError, ssl.SSLError) as exc:
-            sock.close()
-            raise ConnectError(f"TLS with {host}:{port} failed: {exc}") from None
-        except BaseException:
-            sock.close()
-            raise
         return conn
 
     async def _checked(self, host: str, port: int) -> list[str]:
@@ -241,14 +249,8 @@ class HttpClient:
             raise ConnectError(f"cannot resolve the proxy {proxy.host}: {exc}") from None
         sock = await connect_first(proxies, proxy.port, self._delay)
         if scheme == "https":
-            try:
+            with _closed_on_failure(sock, "the proxy's connection failed"):
                 await open_tunnel(sock, _tunnel_authority(host, port), proxy.authorization)
-            except OSError as exc:
-                sock.close()
-                raise ConnectError(f"the proxy's connection failed: {exc}") from None
-            except BaseException:
-                sock.close()
-                raise
         return sock
 
     async def close(self) -> None:
