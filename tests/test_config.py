@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from tests.support.servers import TEST_SECRET
 from workly.config import Settings
 
 
@@ -70,3 +71,16 @@ def test_the_sql_poll_interval_is_zero_or_at_least_a_millisecond(interval: float
     else:
         with pytest.raises(ValidationError):
             Settings(sql_poll_interval=interval)
+
+
+def test_the_settings_repr_shows_no_secret() -> None:
+    shown = repr(
+        Settings(
+            database_url="postgresql://u:db-password@h/db",
+            signing_secret=TEST_SECRET,
+            api_tokens="api-token-123",
+            outbound_proxy="http://u:proxy-password@proxy.internal:3128",
+        )
+    )
+    for secret in ("db-password", TEST_SECRET, "api-token-123", "proxy-password"):
+        assert secret not in shown

@@ -133,3 +133,8 @@ def test_public_keys_of_a_secret_list() -> None:
     first, second = generate_key_pair(), generate_key_pair()
     assert public_keys(f"{first[0]} {generate_secret()} {second[0]}") == [first[1], second[1]]
     assert public_keys(None) == public_keys(generate_secret()) == []
+
+
+def test_a_public_key_given_to_sign_with_says_what_it_is() -> None:
+    with pytest.raises(ConfigError, match="public key"):
+        check_secret(generate_key_pair()[1])

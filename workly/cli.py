@@ -19,7 +19,7 @@ from workly.client import webhooks as webhook_commands
 from workly.database_url import redacted
 from workly.errors import ConfigError
 from workly.outbound import LOOPBACK
-from workly.signing import Signer, generate_key_pair, generate_secret
+from workly.signing import Signer, generate_key_pair, generate_secret, public_key_of
 
 if TYPE_CHECKING:
     from workly.config import Settings
@@ -91,7 +91,12 @@ def dev(
     _check_outbound(settings)
     _configure_logging(settings)
     typer.echo(f"workly dev: database {db}")
-    typer.echo(f"workly dev: signing secret {settings.signing_secrets()[0]}")
+    current = settings.signing_secrets()[0]
+    if current.startswith("whsk_"):  # the receivers need the public half, not the key
+        typer.echo(f"workly dev: signing key {current} (ed25519: keep it here)")
+        typer.echo(f"workly dev: receivers verify with its public key {public_key_of(current)}")
+    else:
+        typer.echo(f"workly dev: signing secret {current}")
     if settings.tokens():
         typer.echo(f"workly dev: API tokens required ({len(settings.tokens())} from WORKLY_API_TOKENS)")
     else:

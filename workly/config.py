@@ -29,7 +29,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WORKLY_", extra="ignore")
 
     database_url: str | None = Field(
-        default=None, description="postgresql://… or sqlite:///path (required by `workly serve`)"
+        default=None,
+        repr=False,  # it may hold a secret
+        description="postgresql://… or sqlite:///path (required by `workly serve`)",
     )
     database_schema: str = Field(
         default="public",
@@ -45,7 +47,9 @@ class Settings(BaseSettings):
     )
     signing_secret: str | None = Field(
         default=None,
-        description="whsec_… signing secrets, space separated; the first is current, all sign (rotation)",
+        repr=False,  # it may hold a secret
+        description="whsec_… secrets and whsk_… ed25519 keys, space separated; the first is current, "
+        "all sign (rotation)",
     )
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
         default="FULL",
@@ -99,6 +103,7 @@ class Settings(BaseSettings):
     )
     api_tokens: str | None = Field(
         default=None,
+        repr=False,  # it may hold a secret
         description="bearer tokens the API accepts, space separated (several at once for rotation); "
         "required by `workly serve`",
     )
@@ -111,6 +116,7 @@ class Settings(BaseSettings):
     )
     outbound_proxy: str | None = Field(
         default=None,
+        repr=False,  # it may hold a secret
         description="http://[user:password@]host:port of an egress proxy every delivery goes through "
         "(CONNECT tunnels for https receivers)",
     )

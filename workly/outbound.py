@@ -166,8 +166,8 @@ def parse_proxy(url: str) -> Proxy:
     except ValueError:
         # Not the parser's words: they may quote a password (one with a '/' splits the URL).
         raise InvalidProxy(
-            "not a URL of the form http://[user:password@]host[:port] (percent-encode '/', '@' and ':' "
-            "in the credentials)"
+            "not a URL of the form http://[user:password@]host[:port] with a port of 1-65535 "
+            "(percent-encode '/', '@' and ':' in the credentials)"
         ) from None
     if parts.scheme != "http":
         raise InvalidProxy(

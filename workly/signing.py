@@ -62,6 +62,11 @@ def decode_secret(secret: str) -> bytes:
 
 def check_secret(secret: str) -> None:
     """A ``whsec_`` secret or a ``whsk_`` private key that signs; ConfigError otherwise."""
+    if secret.startswith(PUBLIC_KEY_PREFIX):
+        raise ConfigError(
+            "a whpk_ key is a public key, which verifies but cannot sign: give the whsk_ private key "
+            "here, and the whpk_ one to the receivers"
+        )
     if secret.startswith(PRIVATE_KEY_PREFIX):
         _private_key(secret)
     else:

@@ -71,6 +71,12 @@ def parse_trace_context(traceparent: str | None, tracestate: str | None = None) 
     return TraceContext(trace_id, parent_id, flags, state)
 
 
+def from_headers(traceparent: str | None, tracestates: list[str]) -> TraceContext | None:
+    """The context of a request's headers: its (first) traceparent, and its tracestate
+    headers joined into one list, as the specification combines repeated ones."""
+    return parse_trace_context(traceparent, ",".join(tracestates) if tracestates else None)
+
+
 def stored(context: TraceContext | None) -> tuple[str | None, str | None]:
     """(traceparent, tracestate) as a task keeps them."""
     return (None, None) if context is None else (context.traceparent, context.tracestate)

@@ -14,15 +14,21 @@ log = logging.getLogger("workly")
 def _configured(environ: Mapping[str, str]) -> bool:
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter == "none":
+    # A comma-separated list, as the specification has it.
+    named = {name.strip().lower() for name in environ.get("OTEL_TRACES_EXPORTER", "").split(",")} - {""}
+    if "none" in named:
         return False
-    if exporter not in ("", "otlp"):
-        log.warning("OTEL_TRACES_EXPORTER=%s: Workly exports spans over OTLP only: none go out", exporter)
-        return False
+    if named - {"otlp"}:
+        log.warning(
+            "OTEL_TRACES_EXPORTER names %s: Workly exports spans over OTLP only%s",
+            ", ".join(sorted(named - {"otlp"})),
+            "" if "otlp" in named else ": none go out",
+        )
+        if "otlp" not in named:
+            return False
     # otlp named, or an endpoint given (the exporter then defaults to otlp).
     endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    return exporter == "otlp" or any(environ.get(name) for name in endpoints)
+    return "otlp" in named or any(environ.get(name) for name in endpoints)
 
 
 def tracing_from_environment(environ: Mapping[str, str] = os.environ) -> Tracing:

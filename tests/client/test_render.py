@@ -129,11 +129,14 @@ def test_endpoint_detail_shows_health_and_settings_and_the_secret_only_when_give
     assert render.endpoint_detail(endpoint(), "whsec_x").splitlines()[-1] == "signing secret   whsec_x"
 
 
-def test_endpoint_created_prints_the_id_and_the_secret() -> None:
-    assert render.endpoint_created(endpoint(tenant="acme"), "whsec_x").splitlines() == [
+def test_endpoint_created_prints_the_id_and_what_its_receiver_verifies_with() -> None:
+    with_secret = {**endpoint(tenant="acme"), "signing_secret": "whsec_x"}
+    assert render.endpoint_created(with_secret).splitlines() == [
         "ep_1 created: POST http://127.0.0.1:9/hook for invoice.*,order.paid (tenant acme)",
         "signing secret whsec_x",
     ]
+    with_key = {**endpoint(), "public_key": "whpk_x"}
+    assert render.endpoint_created(with_key).splitlines()[-1] == "public key whpk_x"
 
 
 def test_published_lists_the_deliveries_or_says_there_are_none() -> None:

@@ -5,6 +5,7 @@ Workly can see of the target."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator
 
@@ -13,7 +14,8 @@ import trustme
 
 from tests.support.proxy import RecordingProxy, running_proxy
 from tests.support.raw_server import OK, answering, raw_server
-from workly.dispatch.http import Blocked, HttpClient, ProxyRefused
+from workly.dispatch.http import Blocked, ConnectError, HttpClient, ProxyRefused
+from workly.dispatch.http import client as http_client
 from workly.outbound import LOOPBACK, OutboundPolicy, Proxy, parse_proxy
 
 LOCAL = OutboundPolicy(LOOPBACK)
@@ -163,8 +165,11 @@ async def test_one_spelling_of_the_host_is_checked_and_sent(proxy: RecordingProx
     must not see "127.0.0.1." (a name) while the proxy gets 127.0.0.1. A percent-encoded
     name (which a proxy might decode) is refused outright."""
 
+    looked_up: list[str] = []
+
     async def resolver(host: str, port: int) -> list[str]:
-        if host == "localhost":
+        looked_up.append(host)
+        if host in ("localhost", "localhost."):
             return ["127.0.0.1"]
         raise OSError("no such host")  # never a real lookup
 
@@ -172,17 +177,23 @@ async def test_one_spelling_of_the_host_is_checked_and_sent(proxy: RecordingProx
     try:
         for url in (
             "http://127.0.0.1.:8080/",
+            "http://127.0.0.1..:8080/",
             "https://127.0.0.1./",
             "http://localhost.:8080/",
             "http://127.0.0.%31:8080/",
             "http://%6c%6fcalhost/",
             "http://[fe80::1%25eth0]/",
+            "http://127.1/",  # other spellings of addresses, judged without a lookup
+            "http://0x7f.1/",
+            "http://2130706433/",
+            "http://./",
         ):
             with pytest.raises(Blocked):
                 await client.request("POST", url, {}, b"", timeout=5)
     finally:
         await client.close()
     assert proxy.connects == proxy.forwarded == []
+    assert looked_up == ["localhost."]  # an absolute name is looked up as one
 
 
 async def test_the_host_header_and_the_tunnel_name_the_checked_host(proxy: RecordingProxy) -> None:
@@ -225,3 +236,61 @@ def test_a_proxy_url_that_does_not_parse_never_shows_its_password() -> None:
         parse_proxy("http://svc:Hunter2Secret/x@proxy.internal:3128")
     assert "Hunter2" not in str(refused.value)
     assert "Basic" not in repr(parse_proxy("http://svc:Hunter2Secret@proxy.internal:3128"))
+
+
+async def test_a_forwarding_proxys_407_is_its_refusal_not_the_receivers_answer(proxy: RecordingProxy) -> None:
+    proxy.refuse_with = b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n"
+    client = HttpClient(policy=LOCAL, proxy=parse_proxy(proxy.url))
+    try:
+        with pytest.raises(ProxyRefused, match="407"):
+            await client.request("POST", "http://127.0.0.1:9/hook", {}, b"", timeout=5)
+    finally:
+        await client.close()
+    assert proxy.forwarded == ["POST http://127.0.0.1:9/hook HTTP/1.1"]
+
+
+async def test_a_proxy_that_is_down_is_named() -> None:
+    async with raw_server(answering(OK)) as nothing:  # a free port: closed again below
+        dead = nothing.url.replace("http://", "http://u:p@")
+    client = HttpClient(policy=LOCAL, proxy=parse_proxy(dead))
+    try:
+        with pytest.raises(
+            ConnectError, match=r"no connection to the proxy http://127\.0\.0\.1:\d+"
+        ) as failed:
+            await client.request("POST", "http://127.0.0.1:9/hook", {}, b"", timeout=5)
+    finally:
+        await client.close()
+    assert "u:p" not in str(failed.value)
+
+
+async def test_a_lookup_that_hangs_leaves_a_name_to_the_proxy_but_never_an_address(
+    proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_client, "PROXIED_LOOKUP_TIMEOUT", 0.1)
+
+    async def hangs(host: str, port: int) -> list[str]:
+        await asyncio.sleep(30)  # a resolver that never answers (only the proxy has DNS)
+        raise AssertionError("unreachable")
+
+    client = HttpClient(policy=OutboundPolicy(), proxy=parse_proxy(proxy.url), resolver=hangs)
+    try:
+        with pytest.raises(Blocked):
+            await client.request("POST", "http://127.1/", {}, b"", timeout=5)
+        with pytest.raises(ProxyRefused, match="403"):  # the proxy's own rules refuse it
+            await client.request("POST", "https://only-the-proxy-knows.test/", {}, b"", timeout=5)
+    finally:
+        await client.close()
+    assert proxy.connects == ["only-the-proxy-knows.test:443"]
+
+
+async def test_the_tunnel_is_asked_for_the_host_without_its_trailing_dot(proxy: RecordingProxy) -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]  # never a real lookup
+
+    client = HttpClient(policy=LOCAL, proxy=parse_proxy(proxy.url), resolver=resolver)
+    try:
+        with pytest.raises(ProxyRefused):  # this proxy takes 127.0.0.1 only
+            await client.request("POST", "https://localhost.:8443/", {}, b"", timeout=5)
+    finally:
+        await client.close()
+    assert proxy.connects == ["localhost:8443"]

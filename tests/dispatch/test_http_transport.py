@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import socket
+import threading
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -257,3 +260,36 @@ async def test_no_time_left_means_nothing_is_written(client: HttpClient) -> None
             await client.request("POST", server.url + "/", {}, b"late", timeout=0)
         await send(client, server.url)
     assert [r.endswith(b"late") for r in requests] == [False, False]
+
+
+async def test_an_answer_that_arrives_as_the_deadline_passes_is_in_time() -> None:
+    """The whole answer reaches the socket while the event loop is busy past the deadline:
+    its bytes and the deadline are handled in the same loop iteration. The answer counts
+    (a timeout here would send a delivered webhook again)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    received = threading.Event()
+
+    def answer_soon() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            received.set()
+            time.sleep(0.05)  # answers while the loop is busy (below)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            conn.recv(1)  # until the client closes
+
+    threading.Thread(target=answer_soon, daemon=True).start()
+    client = HttpClient(policy=LOCAL)
+    try:
+        started = time.monotonic()
+        url = f"http://127.0.0.1:{port}/"
+        sending = asyncio.create_task(client.request("GET", url, {}, b"", timeout=1.0))
+        assert await asyncio.to_thread(received.wait, 5)  # written, and waiting for its answer
+        # The loop is busy: the answer arrives, the deadline passes.
+        time.sleep(max(0.0, started + 1.0 - time.monotonic()) + 0.2)  # noqa: ASYNC251
+        response = await sending
+    finally:
+        await client.close()
+        listener.close()
+    assert (response.status, response.body, response.complete) == (200, b"ok", True)

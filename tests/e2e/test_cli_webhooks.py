@@ -4,11 +4,13 @@ against a real server: `workly dev` with API tokens required, as for the task co
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tests.e2e.conftest import E2E, WorklyServer, wait_for_status
 from tests.e2e.test_cli_client import Run, workly
@@ -224,3 +226,19 @@ async def test_what_the_server_refuses_exits_1_with_its_reason(e2e: E2E) -> None
     wrong = await workly(e2e, "endpoints", env={"WORKLY_TOKEN": "wrong"})
     assert wrong.code == 1 and wrong.err.startswith("workly: 401 Unauthorized: Send a valid API token")
     assert ok(await workly(e2e, "endpoints", "--json")).json()["endpoints"] == []
+
+
+async def test_an_ed25519_endpoint_prints_only_the_public_key_its_receiver_needs(e2e: E2E) -> None:
+    text = ok(
+        await workly(e2e, "endpoint-create", e2e.receiver.url("/ed"), "--events", "a.b", "--ed25519")
+    ).out
+    public = text.splitlines()[-1].removeprefix("public key ")
+    assert public.startswith("whpk_") and "whsk_" not in text
+    endpoint = text.split()[0]
+    assert (await e2e.client.get(f"/v1/endpoints/{endpoint}/public-key")).json()["public_key"] == public
+    ok(await workly(e2e, "publish", "a.b", "--data", '{"n": 1}'))
+    [delivered] = await e2e.receiver.wait_for("/ed", 1)
+    [entry] = delivered.headers["webhook-signature"].split()
+    signed = f"{delivered.headers['webhook-id']}.{delivered.headers['webhook-timestamp']}.".encode()
+    key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public.removeprefix("whpk_")))
+    key.verify(base64.b64decode(entry.removeprefix("v1a,")), signed + delivered.body)  # raises if forged

@@ -129,6 +129,8 @@ async def test_a_publish_span_parents_its_deliveries(traced: Traced) -> None:
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_TRACES_EXPORTER": "none"}, False),
         ({"OTEL_TRACES_EXPORTER": "console"}, False),  # not OTLP: nothing (and a warning)
         ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console, otlp"}, True),  # a list: OTLP among them (the rest warned of)
+        ({"OTEL_TRACES_EXPORTER": "otlp,none"}, False),
     ],
 )
 def test_which_environment_asks_for_spans(environ: dict[str, str], enabled: bool) -> None:

@@ -19,11 +19,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from workly.api.idempotency import DifferentIdempotencyKeys, idempotency_key_of, is_idempotency_key
 from workly.api.schemas import TaskIn
 from workly.api.tasks import enqueue_one
-from workly.api.trace import MAX_TRACE_HEADER
 from workly.media import is_json_type
 from workly.models import QUEUE_NAME
 from workly.service import Service
-from workly.trace_context import TraceContext, parse_trace_context
+from workly.trace_context import TraceContext, from_headers
 from workly.web.problems import problem_for_exception
 from workly.web.request_body import read_body, replay
 
@@ -64,7 +63,8 @@ _REFUSED: tuple[None, None, None] = (None, None, None)
 def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None, TraceContext | None]:
     """The task, Idempotency-Key and trace context of a request the route would accept,
     else Nones."""
-    content_type = header = traceparent = tracestate = None
+    content_type = header = traceparent = None
+    tracestates: list[str] = []
     for name, value in scope["headers"]:  # the first of a repeated header, as Starlette reads it
         if name == b"content-type" and content_type is None:
             content_type = value.decode("latin-1")
@@ -72,18 +72,14 @@ def _valid_request(scope: Scope, body: bytes) -> tuple[TaskIn | None, str | None
             header = value.decode("latin-1")
         elif name == b"traceparent" and traceparent is None:
             traceparent = value.decode("latin-1")
-        elif name == b"tracestate" and tracestate is None:
-            tracestate = value.decode("latin-1")
+        elif name == b"tracestate":
+            tracestates.append(value.decode("latin-1"))
     if content_type is None or not is_json_type(content_type):
         return _REFUSED
     if header is not None and not is_idempotency_key(header):
         return _REFUSED
-    if (traceparent is not None and len(traceparent) > MAX_TRACE_HEADER) or (
-        tracestate is not None and len(tracestate) > MAX_TRACE_HEADER
-    ):
-        return _REFUSED  # the route says why
     try:
         task = TaskIn.model_validate_json(body)
-        return task, idempotency_key_of(task, header), parse_trace_context(traceparent, tracestate)
+        return task, idempotency_key_of(task, header), from_headers(traceparent, tracestates)
     except (ValidationError, DifferentIdempotencyKeys):
         return _REFUSED

@@ -172,11 +172,16 @@ def endpoint_detail(endpoint: dict[str, Any], secret: str | None = None) -> str:
     return fields(pairs)
 
 
-def endpoint_created(endpoint: dict[str, Any], secret: str) -> str:
+def endpoint_created(endpoint: dict[str, Any]) -> str:
+    """With what its receiver verifies: its signing secret, or its public key (ed25519)."""
     tenant = f" (tenant {endpoint['tenant']})" if endpoint["tenant"] is not None else ""
+    verify_with = (
+        f"public key {endpoint['public_key']}"
+        if "public_key" in endpoint
+        else f"signing secret {endpoint['signing_secret']}"
+    )
     return (
-        f"{endpoint['id']} created: POST {endpoint['url']} for {event_types(endpoint)}{tenant}\n"
-        f"signing secret {secret}"
+        f"{endpoint['id']} created: POST {endpoint['url']} for {event_types(endpoint)}{tenant}\n{verify_with}"
     )
 
 

@@ -15,6 +15,7 @@ from workly.client import render
 from workly.client.api import DEFAULT_SERVER, ApiClient, ClientError
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
 from workly.client.inputs import InputError, parse_delay, parse_headers, read_data
+from workly.signing import generate_key_pair, public_key_of
 
 EndpointId = Annotated[str, typer.Argument(help="endpoint id (ep_…)")]
 Limit = Annotated[int, typer.Option(min=1, max=500, help="rows per page")]
@@ -71,13 +72,22 @@ def endpoint_create(
     tenant: Annotated[str | None, typer.Option(help="receive only this tenant's events")] = None,
     description: Annotated[str | None, typer.Option(help="what the endpoint is for")] = None,
     header: Annotated[list[str] | None, typer.Option(help="'Name: value' sent with every delivery")] = None,
+    ed25519: Annotated[
+        bool,
+        typer.Option(
+            "--ed25519", help="sign with a new ed25519 key (v1a): the receiver gets only its public key"
+        ),
+    ] = False,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Register an endpoint; prints its id and the signing secret its receiver verifies with."""
+    """Register an endpoint; prints its id and what its receiver verifies with (the signing
+    secret, or with --ed25519 the public key)."""
     try:
         body: dict[str, Any] = {"url": url, "event_types": _event_types(events)}
+        if ed25519:
+            body["signing_secret"] = generate_key_pair()[0]  # made here, kept only by the server
         if header:
             body["headers"] = parse_headers(header)
     except InputError as exc:
@@ -87,6 +97,8 @@ def endpoint_create(
 
     def create(api: ApiClient) -> dict[str, Any]:
         created = api.create_endpoint(body)
+        if ed25519:
+            return {**created, "public_key": public_key_of(body["signing_secret"])}
         try:
             return {**created, "signing_secret": api.endpoint_secret(created["id"])}
         except ClientError as exc:
@@ -94,7 +106,7 @@ def endpoint_create(
                 f"{created['id']} created, but its signing secret could not be read: {exc}"
             ) from None
 
-    show(ask(server, token, create), as_json, lambda e: render.endpoint_created(e, e["signing_secret"]))
+    show(ask(server, token, create), as_json, render.endpoint_created)
 
 
 def endpoint_enable(

@@ -163,12 +163,12 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         settings = self.settings
         # What may refuse the settings comes before anything opens (nothing to close then).
         client = self._http_client or outbound_client(settings)
-        self.tracing = self._given_tracing or tracing_from_environment()
         try:
             storage = await self._open_storage(settings)
         except BaseException:
             await client.close()
             raise
+        self.tracing = self._given_tracing or tracing_from_environment()
         try:
             applied = await _migrate(storage, settings)
             if applied:
@@ -191,6 +191,7 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             self._parts = None
             await client.close()
             await storage.close()
+            await self._stop_tracing()
             raise
 
     def _assemble(self, storage: Storage, client: HttpClient) -> _Parts:
@@ -248,8 +249,11 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             self._parts = None
             await parts.client.close()
             await parts.storage.close()
-            if self.tracing.enabled:
-                await asyncio.to_thread(self.tracing.shutdown)  # exports what is left
+            await self._stop_tracing()
+
+    async def _stop_tracing(self) -> None:
+        if self.tracing.enabled:
+            await asyncio.to_thread(self.tracing.shutdown)  # exports what is left (blocking)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:

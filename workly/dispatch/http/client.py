@@ -33,7 +33,7 @@ from contextlib import contextmanager
 
 from workly.dispatch.http.connect import HAPPY_EYEBALLS_DELAY, connect_first, open_tunnel
 from workly.dispatch.http.connection import Connection, HttpResponse
-from workly.dispatch.http.errors import Blocked, ConnectError, ProtocolError
+from workly.dispatch.http.errors import Blocked, ConnectError, ProtocolError, ProxyRefused
 from workly.dispatch.http.pool import IdlePool, Origin
 from workly.dispatch.http.request import encode_request
 from workly.outbound import BlockedTarget, OutboundPolicy, Proxy
@@ -53,14 +53,28 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def canonical_host(raw_host: str) -> str:
-    """The host as checked and sent: without the trailing dot of an absolute name (yarl
-    leaves it out of the Host header, so the checks must too). A percent-encoded name, or
-    an IPv6 zone id, is refused: no DNS name holds a '%', and a proxy that decoded one
-    would reach a host the checks never saw."""
-    host = raw_host[:-1] if raw_host.endswith(".") else raw_host
-    if "%" in host:
-        raise Blocked(f"{raw_host}: percent-encoded host names and IPv6 zone ids are not delivered to")
+    """The host as checked and sent: without the trailing dots of an absolute name (yarl
+    leaves them out of the Host header, so the checks must too). A percent-encoded name, an
+    IPv6 zone id and an empty name are refused: no DNS name holds a '%', and a proxy that
+    decoded one would reach a host the checks never saw."""
+    host = raw_host.rstrip(".")
+    if "%" in host or not host:
+        raise Blocked(f"{raw_host!r}: percent-encoded and empty host names and IPv6 zone ids are refused")
     return host
+
+
+def literal_address(host: str) -> str | None:
+    """The address an IP literal names, spelled as the checks spell it: IPv6 and dotted
+    quads, and the other IPv4 spellings inet_aton reads (127.1, 0x7f.1, 2130706433), which
+    resolvers and proxies take for addresses too. None for a name."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def authority(scheme: str, host: str, port: int) -> str:
@@ -84,14 +98,6 @@ def _closed_on_failure(sock: socket.socket, failure: str) -> Iterator[None]:
 
 def _tunnel_authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
 
 
 class HttpClient:
@@ -145,6 +151,8 @@ class HttpClient:
         # proxy is asked for: what is checked is what is sent.
         host = canonical_host(target.raw_host)
         origin = (target.scheme, host, target.port)
+        # An absolute name (trailing dot) is looked up as such, never through search domains.
+        lookup = f"{host}." if target.raw_host.endswith(".") and literal_address(host) is None else host
         forward_to = self._proxy if target.scheme == "http" else None  # https goes through a tunnel
         message = encode_request(
             method, target, authority(*origin), headers, body,
@@ -152,9 +160,13 @@ class HttpClient:
             proxy_authorization=forward_to.authorization if forward_to else None,
         )  # fmt: skip
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        conn = self._pool.take(origin) or await self._connect(origin, deadline)
+        conn = self._pool.take(origin) or await self._connect(origin, lookup, deadline)
         keep = self._max_body if max_body is None else max_body
-        return await self._exchange(origin, conn, message, method == "HEAD", keep, deadline)
+        response = await self._exchange(origin, conn, message, method == "HEAD", keep, deadline)
+        if forward_to is not None and response.status == 407:
+            # Only a proxy answers 407: the request never reached the receiver.
+            raise ProxyRefused(f"the proxy wants other credentials (407) for {authority(*origin)}")
+        return response
 
     async def _exchange(
         self,
@@ -170,17 +182,25 @@ class HttpClient:
             raise TimeoutError
         try:
             answer = conn.send(message, head, max_body)
+        except BaseException:
+            conn.close()
+            raise
+        try:
             if deadline is None:
                 response = await answer
             else:
                 async with asyncio.timeout_at(deadline):
                     response = await answer
         except TimeoutError:
-            partial = conn.partial()
-            conn.close()
-            if partial is None:
-                raise
-            return partial  # the head came in time: its status is the outcome
+            if answer.done() and not answer.cancelled() and answer.exception() is None:
+                # The answer came in the loop iteration the deadline passed in: it is in time.
+                response = answer.result()
+            else:
+                partial = conn.partial()
+                conn.close()
+                if partial is None:
+                    raise
+                return partial  # the head came in time: its status is the outcome
         except BaseException:
             conn.close()  # an error or a cancel mid-exchange leaves the connection unusable
             raise
@@ -190,23 +210,24 @@ class HttpClient:
             conn.close()
         return response
 
-    async def _connect(self, origin: Origin, deadline: float | None) -> Connection:
+    async def _connect(self, origin: Origin, lookup: str, deadline: float | None) -> Connection:
+        """A new connection to ``origin``; ``lookup``: the name its addresses are looked up by."""
         scheme, host, port = origin
         budget = asyncio.get_running_loop().time() + self._connect_timeout
         if deadline is not None and deadline <= budget:
             async with asyncio.timeout_at(deadline):  # the request's own time runs out first
-                return await self._open(scheme, host, port)
+                return await self._open(scheme, host, port, lookup)
         try:
             async with asyncio.timeout_at(budget):
-                return await self._open(scheme, host, port)
+                return await self._open(scheme, host, port, lookup)
         except TimeoutError:
             raise ConnectError(f"no connection to {host}:{port} within {self._connect_timeout:g}s") from None
 
-    async def _open(self, scheme: str, host: str, port: int) -> Connection:
+    async def _open(self, scheme: str, host: str, port: int, lookup: str) -> Connection:
         if self._proxy is None:
-            sock = await connect_first(await self._checked(host, port), port, self._delay)
+            sock = await connect_first(await self._checked(lookup, port), port, self._delay)
         else:
-            sock = await self._through_proxy(self._proxy, scheme, host, port)
+            sock = await self._through_proxy(self._proxy, scheme, host, port, lookup)
         tls = self._ssl if scheme == "https" else None
         with _closed_on_failure(sock, f"TLS with {host}:{port} failed"):
             _, conn = await asyncio.get_running_loop().create_connection(
@@ -216,8 +237,9 @@ class HttpClient:
 
     async def _checked(self, host: str, port: int) -> list[str]:
         """The addresses of ``host`` the policy allows (all of them, or Blocked)."""
-        if _is_address(host):
-            return self._allowed(host, [host])
+        literal = literal_address(host)
+        if literal is not None:
+            return self._allowed(host, [literal])
         try:
             resolved = await self._resolve(host, port)
         except OSError as exc:
@@ -230,24 +252,31 @@ class HttpClient:
         except BlockedTarget as exc:
             raise Blocked(str(exc)) from None
 
-    async def _through_proxy(self, proxy: Proxy, scheme: str, host: str, port: int) -> socket.socket:
-        if _is_address(host):
-            self._allowed(host, [host])
+    async def _through_proxy(
+        self, proxy: Proxy, scheme: str, host: str, port: int, lookup: str
+    ) -> socket.socket:
+        literal = literal_address(host)
+        if literal is not None:  # every spelling of an address is judged here, never left to the proxy
+            self._allowed(host, [literal])
         else:
             try:
                 # Bounded apart: where only the proxy has a resolver, a lookup may hang
                 # instead of failing, and must not eat the connection's budget.
                 async with asyncio.timeout(PROXIED_LOOKUP_TIMEOUT):
-                    resolved = await self._resolve(host, port)
+                    resolved = await self._resolve(lookup, port)
             except (OSError, TimeoutError):
-                pass  # only the proxy can resolve it: its own rules decide (docs/security.md)
+                pass  # a name only the proxy can resolve: its own rules decide (docs/security.md)
             else:
                 self._allowed(host, resolved)
+        proxy_address = literal_address(proxy.host)
         try:
-            proxies = await self._resolve(proxy.host, proxy.port)
+            proxies = [proxy_address] if proxy_address else await self._resolve(proxy.host, proxy.port)
         except OSError as exc:
             raise ConnectError(f"cannot resolve the proxy {proxy.host}: {exc}") from None
-        sock = await connect_first(proxies, proxy.port, self._delay)
+        try:
+            sock = await connect_first(proxies, proxy.port, self._delay)
+        except ConnectError as exc:
+            raise ConnectError(f"no connection to the proxy {proxy}: {exc}") from None
         if scheme == "https":
             with _closed_on_failure(sock, "the proxy's connection failed"):
                 await open_tunnel(sock, _tunnel_authority(host, port), proxy.authorization)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import select
+import ssl
 from dataclasses import dataclass
 
 import httptools
@@ -37,6 +38,7 @@ class Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self._transport: asyncio.WriteTransport | None = None
         self._poller: select.poll | None = None  # watches the socket for alive()
+        self._tls = False
         self._parser = httptools.HttpResponseParser(self)
         self._parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True, lenient_headers=True)
         self._waiter: asyncio.Future[HttpResponse] | None = None
@@ -79,15 +81,9 @@ class Connection(asyncio.Protocol):
         return self._waiter
 
     def partial(self) -> HttpResponse | None:
-        """The response so far, once its head has arrived, of the exchange whose wait the
-        deadline cut (its waiter cancelled): what a body that stalls leaves. None for any
-        other state, such as the finished exchange before."""
-        if (
-            self._waiter is None
-            or not self._waiter.cancelled()
-            or not self._headers_done
-            or self._status < 200
-        ):
+        """The response so far of the exchange under way (``send`` resets it), once its
+        head has arrived: what a body that stalls leaves."""
+        if not self._headers_done or self._status < 200:
             return None
         return HttpResponse(self._status, dict(self._headers), b"".join(self._body), complete=False)
 
@@ -99,6 +95,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (asyncio's or uvloop's, which do not share a base class).
         self._transport = transport  # type: ignore[assignment]
+        self._tls = transport.get_extra_info("ssl_object") is not None
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._poller = select.poll()
@@ -131,7 +128,13 @@ class Connection(asyncio.Protocol):
             # A body delimited by the connection's end, or one cut short: the head stands.
             self._finish(reusable=False, complete=self._ended_by_close())
         else:
-            self._waiter.set_exception(ProtocolError("the server closed the connection without answering"))
+            message = "the server closed the connection without answering"
+            if isinstance(exc, ssl.SSLError):
+                message += f" (TLS: {exc.reason or exc})"
+            elif self._tls and self.exchanges == 1:
+                # With TLS 1.3 a receiver that wants a client certificate says so only by this.
+                message += " (a receiver that requires a client certificate does this without one)"
+            self._waiter.set_exception(ProtocolError(message))
 
     # httptools callbacks
     def on_message_begin(self) -> None:
