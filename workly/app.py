@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp
 
 from workly import __version__, logs
@@ -61,11 +62,17 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     app.include_router(health.router)
     app.include_router(health.metrics_router)
     app.include_router(reference.router)
+    app.add_api_route("/", _to_the_dashboard, methods=["GET"], include_in_schema=False)
     tokens = TokenSet(settings.tokens())
     install_dashboard(app, tokens)
     if tokens:
         _declare_bearer_auth(app)
     return _guarded(FastEnqueue(app, service), settings, tokens)
+
+
+async def _to_the_dashboard() -> RedirectResponse:
+    """A browser pointed at the server's address lands on the dashboard."""
+    return RedirectResponse("/ui", status_code=303)
 
 
 def _declare_bearer_auth(app: FastAPI) -> None:

@@ -47,7 +47,7 @@ def callback_url(task: Task) -> str | None:
 
 # Left out of the task a callback shows: its request headers (they often hold the
 # credentials of the API the task called, which the callback's receiver must not get) and
-# the body as JSON or text (body_base64 has the same bytes, once).
+# the body as JSON or text (body_base64 holds the same bytes, exact, whatever they are).
 _NOT_IN_CALLBACKS = ("headers", "body")
 
 
@@ -59,6 +59,7 @@ def callback_body(due: DueCallback) -> bytes:
     shown_task = task_json(task)
     for name in _NOT_IN_CALLBACKS:
         del shown_task[name]
+    shown_task["body_base64"] = base64.b64encode(task.body).decode() if task.body else None
     shown_attempt = response = None
     if attempt is not None:
         shown_attempt = attempt_json(attempt)

@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from workly.body import encode_body
 from workly.media import header_value, is_json_type
 from workly.models import Attempt, NewTask, Task
 
@@ -32,6 +33,26 @@ def body_view(headers: dict[str, str], body: bytes) -> Any:
         except ValueError:
             return text
     return text
+
+
+def body_round_trips(headers: dict[str, str], body: bytes, view: Any) -> bool:
+    """Whether ``body: view`` with these headers would store these very bytes and headers
+    (JSON re-encoded compactly, text as UTF-8): else only base64 says what the body holds."""
+    if view is None:
+        return False
+    try:
+        return encode_body(headers, view, None) == (headers, body)
+    except ValueError:
+        return False
+
+
+def body_fields(headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
+    """(``body``, ``body_base64``) as a task shows them: one of the two, never both (a large
+    body is not answered twice): ``body`` when sending it back would store the same bytes."""
+    view = body_view(headers, body)
+    if body_round_trips(headers, body, view):
+        return view, None
+    return None, base64.b64encode(body).decode() if body else None
 
 
 def task_json(task: Task) -> dict[str, Any]:
@@ -59,12 +80,13 @@ def request_json(task: Task | NewTask) -> dict[str, Any]:
     """What a task sends and how it retries: the fields a stored task and a schedule's task
     template share (their ``stop_on`` and ``max_attempts`` differ: a stored task shows the
     ones in effect, a template its own or null)."""
+    body, body_base64 = body_fields(task.headers, task.body)
     return {
         "url": task.url,
         "method": task.method,
         "headers": task.headers,
-        "body": body_view(task.headers, task.body),
-        "body_base64": base64.b64encode(task.body).decode() if task.body else None,
+        "body": body,
+        "body_base64": body_base64,
         "priority": task.priority,
         "key": task.key,
         "tenant": task.tenant,

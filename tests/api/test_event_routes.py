@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import HOOK, Api, assert_problem
+from tests.support.bodies import stored_body
 from tests.support.servers import TEST_SECRET, in_process
 from workly.config import Settings
 
@@ -105,10 +106,6 @@ def parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def task_bytes(task: dict[str, Any]) -> bytes:
-    return b"" if task["body_base64"] is None else base64.b64decode(task["body_base64"])
-
-
 # --- publish ---------------------------------------------------------------------------------
 
 
@@ -172,7 +169,7 @@ async def test_a_delivery_is_a_task_of_the_endpoint_with_the_event_and_endpoint_
     assert (task["event_id"], task["endpoint_id"], task["queue"]) == (event["id"], endpoint_id, endpoint_id)
     assert (task["url"], task["method"], task["status"], task["attempts"]) == (HOOK, "POST", "ready", 0)
     assert task["headers"] == {"X-Customer": "42", "content-type": "application/json"}
-    assert task_bytes(task) == '{"invoice":42,"name":"Zo\u00eb"}'.encode()
+    assert stored_body(task) == '{"invoice":42,"name":"Zo\u00eb"}'.encode()
     assert task["body"] == {"invoice": 42, "name": "Zo\u00eb"}
     assert (task["key"], task["max_attempts"], task["timeout"]) == ("customer-1", 4, 5.0)
     assert task["run_at"] == event["run_at"]
@@ -209,7 +206,7 @@ async def test_any_json_payload_is_delivered_as_compact_json(api: Api, payload: 
     assert event["payload"] == payload
     assert base64.b64decode(event["payload_base64"]) == sent
     task = await api.task(event["deliveries"][0]["task_id"])
-    assert task_bytes(task) == sent
+    assert stored_body(task) == sent
     assert task["headers"] == {"content-type": "application/json"}
 
 
@@ -220,7 +217,7 @@ async def test_payload_base64_is_delivered_as_the_raw_bytes(api: Api) -> None:
     assert event["payload"] is None
     assert base64.b64decode(event["payload_base64"]) == raw
     task = await api.task(event["deliveries"][0]["task_id"])
-    assert task_bytes(task) == raw
+    assert stored_body(task) == raw
     assert task["headers"] == {"content-type": "application/octet-stream"}
     assert await event_of(api, event["id"]) == event
 

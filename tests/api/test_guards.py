@@ -152,3 +152,13 @@ def test_the_app_refuses_to_be_built_without_tokens_unless_anonymous(sqlite_url:
     with pytest.raises(ConfigError, match="WORKLY_API_TOKENS"):
         create_app(Service(Settings(database_url=sqlite_url, signing_secret=TEST_SECRET)))
     assert create_app(Service(Settings(database_url=sqlite_url, signing_secret=TEST_SECRET)), anonymous=True)
+
+
+async def test_the_root_leads_to_the_dashboard_which_still_asks_who_you_are(
+    guarded: httpx.AsyncClient,
+) -> None:
+    root = await guarded.get("/")
+    assert (root.status_code, root.headers["location"]) == (303, "/ui")
+    page = await guarded.get("/ui")
+    assert page.status_code == 303 and page.headers["location"].startswith("/ui/login")
+    assert (await guarded.post("/")).status_code == 401  # only a GET is open

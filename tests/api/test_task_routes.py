@@ -14,11 +14,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import HOOK, Api, assert_problem
-
-
-def stored_bytes(task: dict[str, Any]) -> bytes:
-    encoded = task["body_base64"]
-    return b"" if encoded is None else base64.b64decode(encoded)
+from tests.support.bodies import stored_body
 
 
 def parse_time(value: str) -> datetime:
@@ -79,10 +75,10 @@ async def test_tasks_without_overrides_show_their_queue_settings(api: Api) -> No
 
 async def test_json_body_is_stored_as_compact_json_with_a_json_content_type(api: Api) -> None:
     task = await api.enqueue(body={"a": 1, "b": [1, 2]})
-    assert stored_bytes(task) == b'{"a":1,"b":[1,2]}'
+    assert stored_body(task) == b'{"a":1,"b":[1,2]}'
     assert task["headers"] == {"content-type": "application/json"}
     assert task["body"] == {"a": 1, "b": [1, 2]}
-    assert stored_bytes(await api.task(task["id"])) == b'{"a":1,"b":[1,2]}'
+    assert stored_body(await api.task(task["id"])) == b'{"a":1,"b":[1,2]}'
 
 
 @pytest.mark.parametrize(
@@ -97,7 +93,7 @@ async def test_json_body_is_stored_as_compact_json_with_a_json_content_type(api:
 )
 async def test_any_json_value_is_sent_as_json(api: Api, body: Any, expected: bytes) -> None:
     task = await api.enqueue(body=body)
-    assert stored_bytes(task) == expected
+    assert stored_body(task) == expected
     assert task["headers"] == {"content-type": "application/json"}
     assert task["body"] == body
 
@@ -106,13 +102,13 @@ async def test_a_given_json_content_type_is_kept_and_not_duplicated(api: Api) ->
     headers = {"Content-Type": "application/cloudevents+json"}
     task = await api.enqueue(headers=headers, body={"x": [True, None]})
     assert task["headers"] == headers
-    assert stored_bytes(task) == b'{"x":[true,null]}'
+    assert stored_body(task) == b'{"x":[true,null]}'
 
 
 async def test_string_body_with_text_content_type_is_stored_as_utf8_text(api: Api) -> None:
     headers = {"Content-Type": "text/plain; charset=utf-8"}
     task = await api.enqueue(headers=headers, body="h\u00e9llo, w\u00f6rld")
-    assert stored_bytes(task) == "h\u00e9llo, w\u00f6rld".encode()
+    assert stored_body(task) == "h\u00e9llo, w\u00f6rld".encode()
     assert task["headers"] == headers
     assert task["body"] == "h\u00e9llo, w\u00f6rld"
 
@@ -122,8 +118,8 @@ async def test_body_base64_stores_the_raw_bytes_exactly(api: Api) -> None:
     task = await api.enqueue(
         headers={"content-type": "application/octet-stream"}, body_base64=base64.b64encode(raw).decode()
     )
-    assert stored_bytes(task) == raw
-    assert stored_bytes(await api.task(task["id"])) == raw
+    assert stored_body(task) == raw
+    assert stored_body(await api.task(task["id"])) == raw
     assert task["headers"] == {"content-type": "application/octet-stream"}
     assert task["body"] is None  # not UTF-8: only body_base64 shows it
 
@@ -423,3 +419,28 @@ async def test_list_all_refuses_bad_filters(api: Api, params: dict[str, Any]) ->
 
 async def test_list_all_of_an_unknown_queue_is_404(api: Api) -> None:
     assert_problem(await api.http.get("/v1/tasks", params={"queue": "nope"}), 404, "not-found")
+
+
+@pytest.mark.parametrize(
+    ("fields", "body", "body_base64"),
+    [
+        ({"body": {"a": [1, 2]}}, {"a": [1, 2]}, None),
+        ({"body": "plain", "headers": {"content-type": "text/plain"}}, "plain", None),
+        ({"body_base64": "AP8="}, None, "AP8="),  # not text
+        (
+            {"body_base64": base64.b64encode(b'{"a": 1}').decode()},
+            None,
+            base64.b64encode(b'{"a": 1}').decode(),
+        ),
+        ({}, None, None),
+    ],
+    ids=["json", "text", "binary", "json not as Workly would write it", "none"],
+)
+async def test_a_task_shows_its_body_once(
+    api: Api, fields: dict[str, Any], body: Any, body_base64: str | None
+) -> None:
+    """body when sending it back stores the same bytes, else body_base64: never both (a
+    200 KB body is not answered twice)."""
+    task = await api.enqueue(**fields)
+    for shown in (task, await api.task(task["id"])):
+        assert (shown["body"], shown["body_base64"]) == (body, body_base64)

@@ -71,6 +71,8 @@ class BearerTokens:
 
     def _allowed(self, scope: Scope) -> bool:
         path = scope["path"]
+        if path == "/" and scope["method"] in ("GET", "HEAD"):
+            return True  # it only points to /ui, which asks for a token or a session itself
         if _is_under(path, self._public) or self._tokens.authorizes(scope["headers"]):
             return True
         if not (_is_under(path, ("/ui",)) or path in REFERENCE_PATHS):

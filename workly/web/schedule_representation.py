@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from workly.body import encode_body
 from workly.media import is_json_type
 from workly.models import NewTask
 from workly.schedules import Schedule
@@ -24,19 +23,9 @@ def _task_template_json(task: NewTask) -> dict[str, Any]:
         "max_attempts": task.max_attempts,
         "stop_on": None if task.stop_on is None else list(task.stop_on),
     }
-    del shown["body_base64" if _body_round_trips(task, shown["body"]) else "body"]
+    # request_json shows one of the two (task_json.body_fields); the other key goes.
+    del shown["body" if shown["body"] is None else "body_base64"]
     return shown
-
-
-def _body_round_trips(task: NewTask, view: Any) -> bool:
-    """Whether ``body: view`` with the task's headers would store its very bytes and headers
-    (JSON re-encoded compactly, text as UTF-8): else only body_base64 says what it holds."""
-    if view is None:
-        return False
-    try:
-        return encode_body(task.headers, view, None) == (task.headers, task.body)
-    except ValueError:
-        return False
 
 
 def _event_template_json(event: NewEvent) -> dict[str, Any]:
