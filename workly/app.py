@@ -8,8 +8,11 @@ worker process uvicorn starts.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+import signal
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -40,8 +43,12 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with service.running():
+        await service.start()
+        try:
             yield
+        finally:
+            with _second_signal_stops_now(service):
+                await service.stop()
 
     app = FastAPI(
         title="Workly",
@@ -68,6 +75,27 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     if tokens:
         _declare_bearer_auth(app)
     return _guarded(FastEnqueue(app, service), settings, tokens)
+
+
+@contextmanager
+def _second_signal_stops_now(service: Service) -> Iterator[None]:
+    """While the service stops (the first SIGINT or SIGTERM started that), another one
+    stops it at once instead of waiting out WORKLY_SHUTDOWN_GRACE. Only the main thread can
+    handle signals; elsewhere (an app served in a test's thread) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+
+    def stop_now(signum: int, frame: object) -> None:
+        loop.call_soon_threadsafe(service.stop_now)
+
+    before = {sig: signal.signal(sig, stop_now) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
 
 async def _to_the_dashboard() -> RedirectResponse:

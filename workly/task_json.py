@@ -48,9 +48,9 @@ def body_round_trips(headers: dict[str, str], body: bytes, view: Any) -> bool:
 
 def body_fields(headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
     """(``body``, ``body_base64``) as a task shows them: one of the two, never both (a large
-    body is not answered twice): ``body`` when sending it back would store the same bytes."""
+    body is not answered twice): ``body`` when it reads as JSON or text, else the bytes."""
     view = body_view(headers, body)
-    if body_round_trips(headers, body, view):
+    if view is not None:
         return view, None
     return None, base64.b64encode(body).decode() if body else None
 
@@ -73,6 +73,11 @@ def task_json(task: Task) -> dict[str, Any]:
         "endpoint_id": task.endpoint_id,
         "stop_on": list(task.stop_on),
         "callback_of": task.callback_of,
+        # A running task: which process holds it, and when the reaper takes it back if that
+        # process is gone (a restart interrupted it, say).
+        "lease": None
+        if task.lease_expires_at is None
+        else {"holder": task.lease_holder, "expires_at": time_text(task.lease_expires_at)},
     }
 
 

@@ -259,7 +259,7 @@ async def test_any_unknown_task_id_is_404(api: Api, task_id: str) -> None:
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("GET", "/"),
+        ("GET", "/nope"),  # (GET / leads to the dashboard)
         ("GET", "/v1"),
         ("GET", "/v2/queues"),
         ("GET", "/v1/task/x"),

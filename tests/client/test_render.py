@@ -196,3 +196,10 @@ def test_task_detail_shows_the_retry_policy_and_callbacks() -> None:
     )
     assert "nothing: every failure is retried" in shown and "300 s after creation/redrive" in shown
     assert "failure callback  http://127.0.0.1:9/ko" in shown and "callback of       task_0" in shown
+
+
+def test_a_running_task_says_who_holds_it_and_until_when() -> None:
+    lease = {"holder": "worker-3:4242", "expires_at": "2026-12-02T10:31:05.123456Z"}
+    running = render.task_detail(task(status="running", lease=lease), [])
+    assert "held by      worker-3:4242 until 2026-12-02 10:31:05Z" in running
+    assert "held by" not in render.task_detail(task(status="ready", lease=None), [])

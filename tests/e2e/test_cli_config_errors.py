@@ -6,6 +6,7 @@ test sets counts. None of these ever reaches the point of listening.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from tests.e2e.conftest import clean_env
 from tests.support.servers import TEST_SECRET, TEST_TOKEN, free_port
+from workly import __version__
 
 pytestmark = pytest.mark.e2e
 
@@ -182,3 +184,54 @@ def test_outbound_settings_that_cannot_be_used(
         result = workly(*args, cwd=tmp_path, **env)
     assert_refused(result, setting, mention)
     assert not (tmp_path / "w.db").exists()
+
+
+def test_serve_without_any_setting_names_every_missing_one_at_once(tmp_path: Path) -> None:
+    result = workly("serve", "--port", str(free_port()), cwd=tmp_path)
+    assert_refused(result, "WORKLY_DATABASE_URL", "WORKLY_SIGNING_SECRET", "WORKLY_API_TOKENS")
+
+
+def test_several_invalid_settings_are_named_at_once(tmp_path: Path) -> None:
+    result = workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL="mysql://x", WORKLY_POLL_INTERVAL="soon")
+    assert_refused(result, "WORKLY_DATABASE_URL", "WORKLY_POLL_INTERVAL")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:hunter2@127.0.0.1:1/never_connected",  # port 1: refused at once
+        "sqlite:///{tmp}/a-file/workly.db",  # a folder that cannot be made: a file is in the way
+    ],
+    ids=["postgres refused", "sqlite path blocked"],
+)
+def test_serve_against_a_database_it_cannot_reach_exits_3_on_one_line(tmp_path: Path, url: str) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    result = serve(tmp_path, WORKLY_DATABASE_URL=url.format(tmp=tmp_path), WORKLY_SIGNING_SECRET=TEST_SECRET)
+    assert result.returncode == 3, result
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("workly: cannot reach the database") and "WORKLY_DATABASE_URL" in line
+    assert "hunter2" not in line and "Traceback" not in result.stderr + result.stdout
+    assert "listening" not in result.stdout
+
+
+@pytest.mark.parametrize("command", ["dev", "serve"])
+def test_a_port_in_use_is_refused_before_anything_says_it_listens(tmp_path: Path, command: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        if command == "dev":
+            result = workly("dev", "--db", str(tmp_path / "w.db"), "--port", port, cwd=tmp_path)
+        else:
+            db = f"sqlite:///{tmp_path / 'w.db'}"
+            result = workly(
+                "serve", "--host", "127.0.0.1", "--port", port, cwd=tmp_path,
+                WORKLY_DATABASE_URL=db, WORKLY_SIGNING_SECRET=TEST_SECRET, WORKLY_API_TOKENS=TEST_TOKEN,
+            )  # fmt: skip
+    assert_refused(result, f"cannot listen on 127.0.0.1:{port}", "another --port")
+    assert "listening" not in result.stdout
+
+
+def test_version(tmp_path: Path) -> None:
+    result = workly("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout.strip()) == (0, f"workly {__version__}")

@@ -65,3 +65,47 @@ async def test_sigterm_exits_within_the_grace_period_and_loses_nothing(
     assert {task["id"] for task in listed} == ids
     assert all(task["status"] == "succeeded" for task in listed)
     assert {r.headers["webhook-id"] for r in receiver.at("/slow")} == ids
+
+
+async def test_a_second_ctrl_c_stops_at_once_and_the_reaper_brings_the_rest_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drop_workly_env(monkeypatch)
+    env = {**FAST_RECOVERY_ENV, "WORKLY_SHUTDOWN_GRACE": "30"}
+    port = free_port()
+    args, log = dev_args(tmp_path / "workly.db", port), tmp_path / "workly.log"
+    base_url = f"http://127.0.0.1:{port}"
+    async with running_receiver(TEST_SECRET) as receiver:
+        receiver.delay("/slow", 6)  # past the attempts' 5 s timeout, which the grace would wait for
+        with workly_subprocess(args, env, port, log) as first:
+            await asyncio.to_thread(wait_ready, first, port, log)
+            async with api_client(base_url) as client:
+                await client.put("/v1/queues/slow", json={"max_concurrency": 10, "timeout": 5})
+                tasks = [{"url": receiver.url("/slow")} for _ in range(3)]
+                response = await client.post("/v1/queues/slow/tasks/batch", json={"tasks": tasks})
+                ids = {task["id"] for task in response.json()["tasks"]}
+            async with asyncio.timeout(15):
+                while receiver.in_flight < 3:
+                    await asyncio.sleep(0.02)
+            first.send_signal(signal.SIGINT)
+            async with asyncio.timeout(10):  # the line says what the stop waits for, and how to cut it
+                while "stopping: waiting up to 30s for 3 deliveries in flight" not in log.read_text():
+                    await asyncio.sleep(0.05)
+            stopping = time.monotonic()
+            first.send_signal(signal.SIGINT)
+            await asyncio.to_thread(first.wait, 20)
+            took = time.monotonic() - stopping
+        assert took < 4, f"took {took:.1f}s after the second Ctrl-C"  # not the attempts' 5 s, nor the grace
+        receiver.delay("/slow", 0)
+        with workly_subprocess(args, env, port, log) as second:
+            await asyncio.to_thread(wait_ready, second, port, log)
+            async with api_client(base_url) as client:
+                # Until the reaper takes them back, each says who held it and until when.
+                interrupted = (await client.get(f"/v1/tasks/{next(iter(ids))}")).json()
+                assert interrupted["status"] == "running", interrupted  # its lease runs 8 s
+                assert interrupted["lease"]["holder"].endswith(f":{first.pid}"), interrupted
+                assert interrupted["lease"]["expires_at"] > interrupted["updated_at"]
+                async with asyncio.timeout(40):
+                    while (await client.get("/v1/queues/slow")).json()["counts"]["succeeded"] < 3:
+                        await asyncio.sleep(0.2)
+    assert {r.headers["webhook-id"] for r in receiver.at("/slow")} == ids

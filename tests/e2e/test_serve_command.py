@@ -194,3 +194,15 @@ async def test_serve_on_sqlite_url_with_one_worker_delivers(
             assert delivery.verified is True
             assert delivery.body == b'"x"'
     assert db.exists()
+    banner = [
+        line for line in (tmp_path / "serve.log").read_text().splitlines() if line.startswith("workly serve:")
+    ]
+    assert banner == [
+        f"workly serve: database sqlite:///{db}",
+        "workly serve: 1 worker process, each with the API and a dispatcher",
+        "workly serve: API tokens required (1 from WORKLY_API_TOKENS)",
+        "workly serve: signing with 1 key(s) from WORKLY_SIGNING_SECRET",
+        "workly serve: deliveries may reach public addresses and 127.0.0.0/8 ::1/128",
+        f"workly serve: listening on http://127.0.0.1:{port}  (API docs at /docs, dashboard at /ui)",
+    ]
+    assert TEST_SECRET not in (tmp_path / "serve.log").read_text()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tests.storage.helpers import new, result_for, token
 from tests.support.clock import FakeClock
 from workly.models import QueueConfig
@@ -39,6 +41,20 @@ async def test_an_expired_lease_returns_the_task_with_the_attempt_counted(
     [again] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
     assert again.attempt == 2
     assert await storage.reap_expired(clock()) == 0  # the new lease is fresh
+
+
+async def test_a_running_task_shows_who_holds_it_and_until_when(storage: Storage, clock: FakeClock) -> None:
+    [stored] = await storage.enqueue([new()], clock())
+    assert (stored.task.lease_holder, stored.task.lease_expires_at) == (None, None)
+    await storage.claim_tasks(10, clock(), f"worker-7.internal:4242/{token()}", MARGIN)
+    running = await storage.get_task(stored.task.id)
+    assert running is not None
+    until = clock() + timedelta(seconds=LEASE)
+    assert (running.lease_holder, running.lease_expires_at) == ("worker-7.internal:4242", until)
+    assert await storage.reap_expired(clock.advance(LEASE + 1)) == 1
+    ready = await storage.get_task(stored.task.id)
+    assert ready is not None
+    assert (ready.status, ready.lease_holder, ready.lease_expires_at) == ("ready", None, None)
 
 
 async def test_the_lease_follows_the_tasks_timeout(storage: Storage, clock: FakeClock) -> None:

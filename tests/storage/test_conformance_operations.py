@@ -338,9 +338,10 @@ async def test_task_policy_fields_are_stored_and_shown_with_the_queue_defaults(
     )
     assert (claimed[own.id].min_backoff, claimed[own.id].max_backoff) == (2.0, 4.0)
     assert (claimed[inherited.id].stop_on, claimed[inherited.id].deadline_at) == (("410",), None)
+    leased = clock() + timedelta(seconds=30 + MARGIN)  # the default timeout, plus the margin
     assert [await storage.get_task(t.id) for t in (own, inherited)] == [
-        replace(shown[0], status="running", attempts=1, updated_at=clock()),
-        replace(shown[1], status="running", attempts=1, updated_at=clock()),
+        replace(shown[0], status="running", attempts=1, updated_at=clock(), lease_expires_at=leased),
+        replace(shown[1], status="running", attempts=1, updated_at=clock(), lease_expires_at=leased),
     ]
 
 

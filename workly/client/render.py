@@ -85,10 +85,24 @@ def enqueued(task: dict[str, Any]) -> str:
     return f"{task['id']} {task['status']} in queue {task['queue']}, due {short_time(task['run_at'])}"
 
 
+def _lease_field(task: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Why a task is still running: who holds it, until when."""
+    lease = task.get("lease")
+    if not lease:
+        return []
+    holder = lease["holder"] or "a process"
+    return [(
+        "held by",
+        f"{holder} until {short_time(lease['expires_at'])} (if that process has stopped, the task "
+        "returns to ready then)",
+    )]  # fmt: skip
+
+
 def task_detail(task: dict[str, Any], attempts: Sequence[dict[str, Any]]) -> str:
     summary = fields(
         [
             ("id", task["id"]), ("queue", task["queue"]), ("status", task["status"]),
+            *_lease_field(task),
             ("request", f"{task['method']} {task['url']}"),
             ("attempts", f"{task['attempts']} of {task['max_attempts']}"),
             ("run at", short_time(task["run_at"])), ("created", short_time(task["created_at"])),

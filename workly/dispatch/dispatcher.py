@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -61,6 +63,8 @@ class Dispatcher:
         self._lease_margin = lease_margin
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
+        self._abandon = asyncio.Event()
+        self._holder = f"{socket.gethostname()}:{os.getpid()}"  # what a leased task shows
         self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record,
@@ -78,21 +82,44 @@ class Dispatcher:
         self._heartbeat_task = run_every(self._lease_margin / 3, self._heartbeat, "heartbeat", log)
 
     async def stop(self, grace: float = 10.0) -> None:
-        """Stop claiming, give in-flight deliveries ``grace`` seconds, flush results."""
+        """Stop claiming, give in-flight deliveries ``grace`` seconds (or until ``abandon``),
+        flush results. What is still running then keeps its lease and comes back through
+        the reaper."""
         self._stopping = True
         self._wake.set()
         if self._loop_task is not None:
             await self._loop_task
-        if self._in_flight:
-            _, still_running = await asyncio.wait(list(self._in_flight), timeout=grace)
-            for task in still_running:
-                task.cancel()
-            await asyncio.gather(*still_running, return_exceptions=True)
+        if self._in_flight and not self._abandon.is_set():
+            log.info(
+                "stopping: waiting up to %gs for %d deliveries in flight (a second Ctrl-C stops at once; "
+                "what is still running then comes back through the reaper)",
+                grace,
+                len(self._in_flight),
+            )
+            await self._all_done_or_abandoned(list(self._in_flight), grace)
+        still_running = [delivery for delivery in self._in_flight if not delivery.done()]
+        for delivery in still_running:
+            delivery.cancel()
+        await asyncio.gather(*still_running, return_exceptions=True)
         await self._results.drain()
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
+
+    def abandon(self) -> None:
+        """Stop waiting for the deliveries in flight (a second signal): ``stop`` cancels
+        them now; their leases bring them back through the reaper."""
+        self._abandon.set()
+
+    async def _all_done_or_abandoned(self, deliveries: list[asyncio.Task[None]], grace: float) -> None:
+        every = asyncio.ensure_future(asyncio.wait(deliveries))  # cancelled, it leaves them running
+        abandoned = asyncio.ensure_future(self._abandon.wait())
+        try:
+            await asyncio.wait([every, abandoned], timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            every.cancel()
+            abandoned.cancel()
 
     async def settle(self) -> None:
         """Wait until every attempt result submitted so far is recorded (and observed)."""
@@ -130,7 +157,7 @@ class Dispatcher:
     async def _claim(self, wanted: int) -> Claim:
         started = time.time_ns()
         try:
-            lease = uuid.uuid4().hex
+            lease = f"{self._holder}/{uuid.uuid4().hex}"  # the task shows who holds it
             claim = await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin)
         except Exception:
             log.exception("claim failed; retrying after the poll interval")

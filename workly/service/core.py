@@ -251,6 +251,12 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             await parts.storage.close()
             await self._stop_tracing()
 
+    def stop_now(self) -> None:
+        """Cut a stop short (a second signal): the deliveries in flight are not waited for;
+        their leases bring them back through the reaper, here or in another process."""
+        if self._parts is not None:
+            self._parts.dispatcher.abandon()
+
     async def _stop_tracing(self) -> None:
         if self.tracing.enabled:
             await asyncio.to_thread(self.tracing.shutdown)  # exports what is left (blocking)

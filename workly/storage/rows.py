@@ -75,6 +75,8 @@ def task_from_row(row: Row, dec: Decoders) -> Task:
         callback_url=row["callback_url"],
         failure_callback_url=row["failure_callback_url"],
         callback_of=row["callback_of"],
+        lease_holder=row["lease_holder"],
+        lease_expires_at=None if row["lease_expires_at"] is None else dec.time(row["lease_expires_at"]),
     )
 
 

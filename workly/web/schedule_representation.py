@@ -8,7 +8,7 @@ from typing import Any
 from workly.media import is_json_type
 from workly.models import NewTask
 from workly.schedules import Schedule
-from workly.task_json import request_json
+from workly.task_json import body_round_trips, request_json
 from workly.web.representation import time_or_null
 from workly.web.webhook_representation import payload_view
 from workly.webhooks import NewEvent
@@ -23,8 +23,11 @@ def _task_template_json(task: NewTask) -> dict[str, Any]:
         "max_attempts": task.max_attempts,
         "stop_on": None if task.stop_on is None else list(task.stop_on),
     }
-    # request_json shows one of the two (task_json.body_fields); the other key goes.
-    del shown["body" if shown["body"] is None else "body_base64"]
+    if body_round_trips(task.headers, task.body, shown["body"]):
+        del shown["body_base64"]
+    else:  # sending it back as body would store other bytes: only body_base64 says what it holds
+        shown["body_base64"] = base64.b64encode(task.body).decode() if task.body else None
+        del shown["body"]
     return shown
 
 

@@ -57,7 +57,8 @@ SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body,
        coalesce(i.deadline, q.deadline, n.deadline) AS deadline,
        coalesce(i.min_backoff, q.min_backoff, n.min_backoff) AS min_backoff,
        coalesce(i.max_backoff, q.max_backoff, n.max_backoff) AS max_backoff,
-       i.callback_url, i.failure_callback_url, i.callback_of
+       i.callback_url, i.failure_callback_url, i.callback_of,
+       NULL::text AS lease_holder, NULL::timestamptz AS lease_expires_at  -- a new task is not leased
 FROM inserted i
 LEFT JOIN queues q ON q.name = i.queue
 LEFT JOIN new_queues n ON n.name = i.queue;
