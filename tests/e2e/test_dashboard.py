@@ -85,3 +85,28 @@ async def test_log_in_see_a_delivered_task_and_retry_a_failed_one(
     await tab.goto(f"{base}/ui/tasks")
     await expect(tab).to_have_url(f"{base}/ui/login?next=%2Fui%2Ftasks")
     assert (await get_task(e2e.client, failing["id"]))["attempts"] == 2  # numbered on across the retry
+
+
+async def test_the_api_reference_renders_with_nothing_from_elsewhere(
+    e2e: E2E, page: tuple[playwright.Page, list[str]]
+) -> None:
+    """/docs in a browser that may reach 127.0.0.1 only: Swagger UI comes from this server
+    (as on a machine without internet), every operation shows, no request went elsewhere and
+    the page's policy refused nothing."""
+    tab, _ = page
+    failed: list[str] = []
+    console: list[str] = []
+    tab.on("requestfailed", lambda request: failed.append(request.url))
+    tab.on("console", lambda message: console.append(message.text))
+    base = e2e.server.base_url
+    await tab.goto(f"{base}/docs")
+    await playwright.expect(tab).to_have_url(f"{base}/ui/login?next=%2Fdocs")
+    await tab.get_by_label("API token").fill(TEST_TOKEN)
+    await tab.get_by_role("button", name="Log in").click()
+    await playwright.expect(tab).to_have_url(f"{base}/docs")
+    operations = tab.locator(".opblock")
+    await playwright.expect(operations.first).to_be_visible()
+    paths = (await (await e2e.client.get("/openapi.json")).aread()).count(b'"operationId"')
+    await playwright.expect(operations).to_have_count(paths)
+    assert failed == []
+    assert not [line for line in console if "Content Security Policy" in line], console

@@ -95,23 +95,26 @@ def _bound_socket() -> socket.socket:
 
 
 @contextmanager
-def workly_process(args: list[str], env: dict[str, str], port: int, log: Path) -> Iterator[str]:
-    """Start ``python -m workly <args>``, wait for /health/ready, stop it by PID at the end."""
-    with workly_subprocess(args, env, port, log) as process:
+def workly_process(
+    args: list[str], env: dict[str, str], port: int, log: Path, program: list[str] | None = None
+) -> Iterator[str]:
+    """Start ``python -m workly <args>`` (or ``program <args>``), wait for /health/ready, stop it
+    by PID at the end."""
+    with workly_subprocess(args, env, port, log, program) as process:
         _wait_ready(process, f"http://127.0.0.1:{port}", log)
         yield f"http://127.0.0.1:{port}"
 
 
 @contextmanager
 def workly_subprocess(
-    args: list[str], env: dict[str, str], port: int, log: Path
+    args: list[str], env: dict[str, str], port: int, log: Path, program: list[str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``python -m workly <args>`` (not waiting for it); stop it by PID at the end."""
+    """Start ``python -m workly <args>`` (or ``program <args>``: another install's `workly`), not
+    waiting for it; stop it by PID at the end."""
     full_env = {**os.environ, **env}
+    command = program or [sys.executable, "-m", "workly"]
     with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "workly", *args], env=full_env, stdout=out, stderr=subprocess.STDOUT
-        )
+        process = subprocess.Popen([*command, *args], env=full_env, stdout=out, stderr=subprocess.STDOUT)
     try:
         yield process
     finally:

@@ -22,7 +22,6 @@ from tests.ui.helpers import (
     log_in,
     origin,
 )
-from workly.api.reference import SWAGGER_UI
 from workly.ui.access import safe_next
 
 
@@ -173,22 +172,30 @@ async def test_a_login_form_with_extra_fields_is_400_not_500(http: httpx.AsyncCl
     assert response.status_code == 400 and "workly_session" not in response.headers.get("set-cookie", "")
 
 
-async def test_the_api_reference_pins_swagger_ui_with_integrity_and_a_strict_policy(
+async def test_the_api_reference_is_served_by_the_server_alone_under_a_strict_policy(
     http: httpx.AsyncClient,
 ) -> None:
     page = await http.get("/docs", headers=AUTH)
     assert page.status_code == 200
-    scripts = re.findall(r'<script src="([^"]+)"([^>]*)>', page.text)
-    assert [src for src, _ in scripts] == [f"{SWAGGER_UI}swagger-ui-bundle.js", "/docs/swagger-init.js"]
-    assert 'integrity="sha384-' in scripts[0][1]
-    stylesheet = re.search(r"<link [^>]*swagger-ui.css[^>]*>", page.text)
-    assert stylesheet is not None and 'integrity="sha384-' in stylesheet.group(0)
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    assert scripts == ["/docs/assets/swagger-ui-bundle.js", "/docs/swagger-init.js"]
+    assert re.search(r'<link rel="stylesheet" href="/docs/assets/swagger-ui.css">', page.text)
+    assert "http" not in page.text.split("<body>")[1]  # nothing from elsewhere
     policy = page.headers["content-security-policy"]
-    assert f"script-src 'self' {SWAGGER_UI};" in policy and "'unsafe-eval'" not in policy
+    assert "script-src 'self';" in policy and "'unsafe-eval'" not in policy and "https:" not in policy
     assert "<script>" not in page.text  # no inline script: the policy allows none
+    for name, kind, inside in (("swagger-ui-bundle.js", "text/javascript", b"SwaggerUIBundle"),
+                               ("swagger-ui.css", "text/css", b".swagger-ui")):  # fmt: skip
+        asset = await http.get(f"/docs/assets/{name}", headers=AUTH)
+        assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
+        assert inside in asset.content
+    assert (await http.get("/docs/assets/swagger-ui.css")).status_code == 401  # behind the same auth
+    missing = await http.get("/docs/assets/../../../etc/passwd", headers=AUTH)
+    assert missing.status_code == 404
+    assert (await http.get("/docs/assets/index.css", headers=AUTH)).status_code == 404  # only the two files
     init = await http.get("/docs/swagger-init.js", headers=AUTH)
     assert init.status_code == 200 and 'url: "/openapi.json"' in init.text
-    assert (await http.get("/redoc", headers=AUTH)).status_code == 404  # FastAPI's unpinned page is off
+    assert (await http.get("/redoc", headers=AUTH)).status_code == 404  # FastAPI's CDN page is off
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from tools.loadtest.sink import Sink
 from workly.dispatch.http import HttpClient
+from workly.loadtest.sink import Sink
 from workly.outbound import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1

@@ -1,35 +1,37 @@
-"""The API reference at /docs: Swagger UI over /openapi.json.
+"""The API reference at /docs: Swagger UI over /openapi.json, served by this server alone.
 
-Swagger UI comes from jsDelivr at one pinned version, with Subresource Integrity hashes, and
-the page's Content-Security-Policy allows scripts only from this server and that version's
-folder: the page shares its origin with the dashboard, so a changed or compromised copy of
-the script must not run. (FastAPI's own /docs loads the newest 5.x, unchecked, and is off.)
-To move to another version, take the files' hashes from its npm package:
-``npm pack swagger-ui-dist@X``, then ``openssl dgst -sha384 -binary F | openssl base64 -A``.
+Swagger UI's files come from the installed ``swagger-ui-py`` package (pinned in
+pyproject.toml; it ships Swagger UI's dist files), so the reference works on a machine
+without internet, and its page's Content-Security-Policy allows scripts and styles from
+this server only: the page shares its origin with the dashboard, so nothing from elsewhere
+may run there. (FastAPI's own /docs loads the newest 5.x from a CDN, unchecked, and is off.)
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import HTMLResponse, Response
+from functools import cache
+from importlib import resources
+from pathlib import Path
 
-SWAGGER_UI = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.35.0/"
-_JS_INTEGRITY = "sha384-gjRm0bEPMeTmMh5jT2cHccIwCUZSTd8YC+j0d0sXw0MdGEfScduGpSyF3ZSSLkX9"
-_CSS_INTEGRITY = "sha384-WlYgdmXYOOBWL5apwjDEZwN+U3HmXSSu5R6V5aGxEcf7z+KuRNwBhoxKVN1i3D5I"
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, HTMLResponse, Response
+
+from workly.errors import NotFoundError
+
 _POLICY = (
-    f"default-src 'none'; script-src 'self' {SWAGGER_UI}; style-src 'unsafe-inline' {SWAGGER_UI}; "
-    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 )
-_PAGE = f"""<!doctype html>
+_PAGE = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>Workly API reference</title>
-<link rel="stylesheet" href="{SWAGGER_UI}swagger-ui.css" integrity="{_CSS_INTEGRITY}" crossorigin="anonymous">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="{SWAGGER_UI}swagger-ui-bundle.js" integrity="{_JS_INTEGRITY}" crossorigin="anonymous"></script>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script src="/docs/swagger-init.js"></script>
 </body>
 </html>
@@ -44,8 +46,20 @@ _INIT = """window.ui = SwaggerUIBundle({
 });
 """
 _HEADERS = {"content-security-policy": _POLICY, "x-frame-options": "DENY", "cache-control": "no-store"}
+_ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
 
 router = APIRouter(include_in_schema=False)
+
+
+class AssetNotFound(NotFoundError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the API reference has no file {name!r}")
+
+
+@cache
+def _asset_folder() -> Path:
+    # An installed package on disk (a wheel is never imported zipped here).
+    return Path(str(resources.files("swagger_ui") / "static"))
 
 
 @router.get("/docs")
@@ -56,3 +70,12 @@ async def reference() -> HTMLResponse:
 @router.get("/docs/swagger-init.js")
 async def reference_script() -> Response:
     return Response(_INIT, media_type="text/javascript", headers={"cache-control": "no-store"})
+
+
+@router.get("/docs/assets/{name}")
+async def reference_asset(name: str) -> FileResponse:
+    if name not in _ASSETS:
+        raise AssetNotFound(name)
+    return FileResponse(
+        _asset_folder() / name, media_type=_ASSETS[name], headers={"cache-control": "public, max-age=86400"}
+    )

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from workly import __version__
-from workly.cli import server
+from workly.cli import loadtest, server
 from workly.client import commands as client_commands
+from workly.client import queue_commands
 from workly.client import schedules as schedule_commands
 from workly.client import webhooks as webhook_commands
 
@@ -38,8 +39,10 @@ def _options(
 
 server.register(app)
 client_commands.register(app)
+queue_commands.register(app)
 webhook_commands.register(app)
 schedule_commands.register(app)
+loadtest.register(app)
 
 
 def main() -> None:

@@ -77,6 +77,24 @@ class ApiClient:
         queues: list[dict[str, Any]] = self._call("GET", "/v1/queues")["queues"]
         return queues
 
+    def queue(self, queue: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/queues/{_queue(queue)}")
+
+    def configure_queue(self, queue: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change some of a queue's settings (PATCH); a queue that does not exist yet is made
+        with them and the defaults for the rest (PUT)."""
+        path = f"/v1/queues/{_queue(queue)}"
+        response = self._request("PATCH", path, json=changes)
+        if response.status_code == 404:
+            return self._call("PUT", path, json=changes)
+        return self._answer(response)
+
+    def purge_queue(self, queue: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/queues/{_queue(queue)}/purge")
+
+    def delete_queue(self, queue: str) -> None:
+        self._call("DELETE", f"/v1/queues/{_queue(queue)}", empty=True)
+
     def set_paused(self, queue: str, paused: bool) -> dict[str, Any]:
         return self._call("POST", f"/v1/queues/{_queue(queue)}/{'pause' if paused else 'resume'}")
 

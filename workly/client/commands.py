@@ -16,7 +16,8 @@ from workly.client import operations as bulk
 from workly.client import render, task_options
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
-from workly.client.inputs import InputError, parse_delay, parse_headers, read_data
+from workly.client.follow import follow_task
+from workly.client.inputs import InputError, parse_delay, parse_headers, parse_time, read_data
 from workly.models import TASK_STATUSES
 
 Status = Annotated[str | None, typer.Option(help=f"only tasks of this status: {', '.join(TASK_STATUSES)}")]
@@ -47,6 +48,10 @@ def enqueue(
     queue: Annotated[str, typer.Option(help="queue (created on first use)")] = "default",
     data: Annotated[str | None, typer.Option(help="JSON body, or @file, or @- for stdin")] = None,
     delay: Annotated[str | None, typer.Option(help="deliver later: 30s, 10m, 2h, 1d")] = None,
+    run_at: Annotated[
+        str | None,
+        typer.Option(help="deliver at this time: RFC 3339 with an offset, e.g. 2030-01-01T09:00:00Z"),
+    ] = None,
     method: Annotated[str, typer.Option(help="HTTP method")] = "POST",
     header: Annotated[list[str] | None, typer.Option(help="'Name: value', repeatable")] = None,
     key: task_options.Key = None,
@@ -57,17 +62,32 @@ def enqueue(
     deadline: task_options.Deadline = None,
     callback_url: task_options.CallbackUrl = None,
     failure_callback_url: task_options.FailureCallbackUrl = None,
+    timeout: Annotated[str | None, typer.Option(help="per attempt, instead of the queue's: 30s, 2m")] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="enqueueing again with it returns the first task")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="wait until the task succeeds or fails; exit 1 unless it succeeded")
+    ] = False,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Enqueue an HTTP request to URL; prints the stored task."""
+    """Enqueue an HTTP request to URL; prints the stored task (with --wait: its outcome)."""
     try:
         body: dict[str, Any] = {"url": url, "method": method.upper()}
         if data is not None:
             body["body"] = read_data(data)
+        if delay is not None and run_at is not None:
+            raise InputError("give --delay or --run-at, not both")
         if delay is not None:
             body["delay"] = parse_delay(delay)
+        if run_at is not None:
+            body["run_at"] = parse_time(run_at)
+        if timeout is not None:
+            body["timeout"] = parse_delay(timeout)
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
         if header:
             body["headers"] = parse_headers(header)
         body.update(
@@ -78,7 +98,15 @@ def enqueue(
     except InputError as exc:
         usage_error(str(exc))
     stored = ask(server, token, lambda api: api.enqueue(queue, body))
-    show(stored, as_json, render.enqueued)
+    if not wait:
+        show(stored, as_json, render.enqueued)
+        return
+    if not as_json:
+        typer.echo(render.enqueued(stored))
+    ended = ask(server, token, lambda api: follow_task(api, stored["id"]))
+    show(ended, as_json, lambda f: render.task_outcome(f["task"], f["attempts"]))
+    if ended["task"]["status"] != "succeeded":
+        raise typer.Exit(code=1)
 
 
 def tasks(
@@ -91,6 +119,8 @@ def tasks(
     as_json: AsJson = False,
 ) -> None:
     """List tasks, newest first."""
+    if status is not None and status not in TASK_STATUSES:
+        usage_error(f"--status takes {', '.join(TASK_STATUSES)}, not {status!r}")
     page = ask(server, token, lambda api: api.tasks(queue, status, limit, cursor))
     show_page(page, "tasks", as_json, render.task_rows)
 

@@ -57,6 +57,16 @@ def parse_when(text: str, now: datetime) -> str:
     return when.isoformat().replace("+00:00", "Z")
 
 
+def parse_time(text: str) -> str:
+    """An RFC 3339 time with an offset ('2030-01-01T09:00:00+01:00'), as RFC 3339 UTC."""
+    if not _RFC3339.fullmatch(text.strip()):
+        raise InputError(f"{text!r} is not a time: use RFC 3339 with an offset, e.g. 2030-01-01T09:00:00Z")
+    when = _rfc3339(text.strip())
+    if not _EARLIEST <= when < _LATEST:
+        raise InputError(f"{text!r} is outside the years 1970 to 2999")
+    return when.isoformat().replace("+00:00", "Z")
+
+
 def _rfc3339(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text.upper())

@@ -81,6 +81,38 @@ def queue_rows(queues: Sequence[dict[str, Any]]) -> str:
     )  # fmt: skip
 
 
+def queue_detail(queue: dict[str, Any]) -> str:
+    """One queue: its settings, then its tasks per status."""
+    counts = ", ".join(f"{queue['counts'].get(status, 0)} {status}" for status in TASK_STATUSES)
+    return fields(
+        [
+            ("queue", queue["name"]), ("state", "paused" if queue["paused"] else "active"),
+            ("concurrency", queue["max_concurrency"]),
+            ("rate limit", "none" if queue["rate_limit"] is None else f"{queue['rate_limit']:g}/s"),
+            ("attempts", f"at most {queue['max_attempts']}"), ("timeout", f"{queue['timeout']:g} s"),
+            ("backoff", f"{queue['min_backoff']:g}-{queue['max_backoff']:g} s"),
+            ("ordering", queue["ordering"]),
+            ("stops on", " ".join(queue["stop_on"]) or "nothing"),
+            ("deadline", "none" if queue["deadline"] is None else f"{queue['deadline']:g} s"),
+            ("own secret", "yes" if queue["has_signing_secret"] else "no"), ("tasks", counts),
+        ]
+    )  # fmt: skip
+
+
+def task_outcome(task: dict[str, Any], attempts: Sequence[dict[str, Any]]) -> str:
+    """How a task ended: its status, after how many attempts, with the last answer."""
+    last = attempts[-1] if attempts else None
+    answer = ""
+    if last is not None:
+        answer = f": {last['status_code']}" if last["status_code"] is not None else f": {last['error']}"
+    made = (
+        f"after {len(attempts)} attempt{'s' if len(attempts) != 1 else ''}"
+        if attempts
+        else "without an attempt"
+    )
+    return f"{task['id']} {task['status']} {made}{answer}"
+
+
 def enqueued(task: dict[str, Any]) -> str:
     return f"{task['id']} {task['status']} in queue {task['queue']}, due {short_time(task['run_at'])}"
 

@@ -22,6 +22,7 @@ from workly.web.tokens import TokenSet
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 SESSION_COOKIE = "workly_session"  # set by the dashboard's login page
 REFERENCE_PATHS = frozenset({"/docs", "/docs/swagger-init.js", "/openapi.json"})
+REFERENCE_ASSETS = "/docs/assets"  # Swagger UI's files, served from the installed package
 DASHBOARD_PUBLIC = ("/ui/login", "/ui/logout", "/ui/assets")
 LOGIN_FORM_BYTES = 8192
 
@@ -75,7 +76,7 @@ class BearerTokens:
             return True  # it only points to /ui, which asks for a token or a session itself
         if _is_under(path, self._public) or self._tokens.authorizes(scope["headers"]):
             return True
-        if not (_is_under(path, ("/ui",)) or path in REFERENCE_PATHS):
+        if not (_is_under(path, ("/ui", REFERENCE_ASSETS)) or path in REFERENCE_PATHS):
             return False
         cookie = session_cookie(scope["headers"])
         return cookie is not None and self._tokens.is_session(cookie, self._clock())

@@ -1,4 +1,4 @@
-"""Percentiles and the performance page's table."""
+"""Percentiles and the performance page's table, for `workly loadtest`."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class Report:
             ratio = self.delivered_per_second / self.ceiling_per_second
             lines.append("")
             lines.append(
-                f"Bare ceiling (plain aiohttp client → same sink, 64 concurrent): "
+                f"Bare ceiling (a plain HTTP client → the same sink, as many in flight): "
                 f"{self.ceiling_per_second:,.0f} req/s; delivered/ceiling = {ratio:.2f}"
             )
         return "\n".join(lines)
