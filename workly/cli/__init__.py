@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from workly import __version__
-from workly.cli import loadtest, server
+from workly.cli import doctor, loadtest, server
 from workly.client import commands as client_commands
 from workly.client import queue_commands
 from workly.client import schedules as schedule_commands
@@ -43,6 +43,7 @@ queue_commands.register(app)
 webhook_commands.register(app)
 schedule_commands.register(app)
 loadtest.register(app)
+doctor.register(app)
 
 
 def main() -> None:

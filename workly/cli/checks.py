@@ -29,12 +29,22 @@ def fail(reason: str, code: int = BAD_SETTING) -> NoReturn:
 
 def load_settings(**overrides: object) -> Settings:
     """The settings from WORKLY_*; every invalid one named in one line."""
+    from workly.config import Settings
+
+    problems = invalid_settings(**overrides)
+    if problems:
+        fail("; ".join(problems))
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def invalid_settings(**overrides: object) -> list[str]:
+    """What is wrong with the WORKLY_* settings, each named."""
     from pydantic import ValidationError
 
     from workly.config import Settings
 
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
@@ -42,7 +52,8 @@ def load_settings(**overrides: object) -> Settings:
                 problems.append(f"invalid configuration: {error['ctx']['error']}")
             else:
                 problems.append(f"invalid WORKLY_{str(error['loc'][0]).upper()}: {error['msg']}")
-        fail("; ".join(problems))
+        return problems
+    return []
 
 
 def configure_logging(settings: Settings) -> None:

@@ -56,6 +56,11 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
+    async def database_now(self) -> datetime | None:
+        """The database server's clock (PostgreSQL), to compare with this host's; None when
+        the database is a file of this host (SQLite)."""
+        return None
+
     # --- housekeeping -----------------------------------------------------------------
     async def needs_vacuum(self) -> bool:
         """Whether Workly should vacuum its tables itself (PostgreSQL with autovacuum off)."""

@@ -104,6 +104,10 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
     async def needs_vacuum(self) -> bool:
         return not await _fetchval(self._pool, self._q.autovacuum_enabled)
 
+    async def database_now(self) -> datetime:
+        now: datetime = await _fetchval(self._pool, self._q.database_now)
+        return now
+
     async def vacuum(self) -> None:
         await _execute(self._pool, self._q.vacuum)
 
@@ -155,8 +159,9 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
             )
 
     async def schema_version(self) -> int:
-        async with self._pool.acquire() as conn, conn.transaction():
-            await _execute(conn, self._q.create_schema_version)
+        async with self._pool.acquire() as conn:
+            if not await _fetchval(conn, self._q.schema_version_exists):
+                return 0  # nothing installed: said without creating anything
             version: int = await _fetchval(conn, self._q.get_schema_version)
             return version
 

@@ -92,6 +92,7 @@ class CommonQueries:
     purge_queue: Query
     ping: Query
     create_schema_version: Query
+    schema_version_exists: Query
     lock_migrations: Query
     get_schema_version: Query
     set_schema_version: Query
@@ -169,6 +170,7 @@ class PostgresQueries(CommonQueries):
     schema_exists: Query
     earlier_install_elsewhere: Query
     autovacuum_enabled: Query
+    database_now: Query
     vacuum: Query
     delete_queue_releases: Query
     lock_queues: Query

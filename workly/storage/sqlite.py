@@ -96,6 +96,9 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules):
     async def needs_vacuum(self) -> bool:
         return False  # rows are updated in place: no dead versions pile up
 
+    async def database_now(self) -> None:
+        return None  # a file of this host: its clock is this host's
+
     async def vacuum(self) -> None:
         """Nothing to do (see needs_vacuum)."""
 

@@ -71,8 +71,8 @@ def migrate(db: Db) -> list[int]:
 
 
 def schema_version(db: Db) -> int:
-    execute(db, sqlite_queries().create_schema_version)
-    return current_version(db)
+    found = fetchone(db, sqlite_queries().schema_version_exists)
+    return current_version(db) if found is not None else 0  # nothing installed: nothing made
 
 
 def current_version(db: Db) -> int:

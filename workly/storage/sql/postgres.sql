@@ -596,11 +596,17 @@ CREATE TABLE IF NOT EXISTS schema_version (
 -- Several processes may start at once (workly serve --workers N): one migrates.
 SELECT pg_advisory_xact_lock(7337001);
 
+-- name: schema_version_exists
+SELECT to_regclass('schema_version') IS NOT NULL AS found;
+
 -- name: get_schema_version
 SELECT coalesce(max(version), 0) AS version FROM schema_version;
 
 -- name: set_schema_version
 INSERT INTO schema_version (version) VALUES (:version);
+
+-- name: database_now
+SELECT clock_timestamp() AS now;
 
 -- name: autovacuum_enabled
 SELECT current_setting('autovacuum')::boolean AS enabled;

@@ -310,6 +310,9 @@ CREATE TABLE IF NOT EXISTS schema_version (
 -- Migrations run inside BEGIN IMMEDIATE, which already excludes other writers.
 SELECT 1;
 
+-- name: schema_version_exists
+SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = 'schema_version';
+
 -- name: get_schema_version
 SELECT coalesce(max(version), 0) AS version FROM schema_version;
 

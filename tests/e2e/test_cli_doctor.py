@@ -1,0 +1,115 @@
+"""`workly doctor`, the real CLI: what it says of missing settings, a database to migrate, an
+unreachable one, a short token; that it changes nothing; and the clock check against a real
+PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.e2e.conftest import clean_env
+from tests.support.servers import TEST_SECRET, TEST_TOKEN
+from workly.config import Settings
+from workly.service.core import open_configured_storage
+from workly.service.doctor import check_database
+
+pytestmark = pytest.mark.e2e
+
+
+def doctor(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workly", "doctor"], env=clean_env(**env), cwd=cwd,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def lines(result: subprocess.CompletedProcess[str], level: str) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith(f"{level} ")]
+
+
+def test_without_settings_it_names_what_serve_needs(tmp_path: Path) -> None:
+    result = doctor(tmp_path)
+    assert result.returncode == 1, result
+    failed = "\n".join(lines(result, "fail"))
+    for needed in ("WORKLY_DATABASE_URL", "WORKLY_SIGNING_SECRET", "WORKLY_API_TOKENS"):
+        assert needed in failed
+    assert "3 to fix" in result.stdout
+
+
+def test_invalid_settings_are_each_named(tmp_path: Path) -> None:
+    result = doctor(tmp_path, WORKLY_DATABASE_URL="mysql://x", WORKLY_POLL_INTERVAL="soon")
+    assert result.returncode == 1
+    failed = "\n".join(lines(result, "fail"))
+    assert "WORKLY_DATABASE_URL" in failed and "WORKLY_POLL_INTERVAL" in failed
+
+
+@pytest.mark.postgres
+def test_an_unmigrated_postgres_database_is_said_and_left_as_it_was(tmp_path: Path, pg_fresh_db: str) -> None:
+    env = {
+        "WORKLY_DATABASE_URL": pg_fresh_db,
+        "WORKLY_SIGNING_SECRET": TEST_SECRET,
+        "WORKLY_API_TOKENS": "short",
+    }
+    result = doctor(tmp_path, **env)
+    assert result.returncode == 0, result  # nothing that stops a server: it migrates as it starts
+    warned = "\n".join(lines(result, "warn"))
+    assert "schema version 0 in schema public" in warned and "`workly migrate`" in warned
+    assert "under 24 characters" in warned
+    assert any(line.startswith("ok    clock") for line in result.stdout.splitlines())
+
+    async def tables() -> int:
+        conn = await asyncpg.connect(pg_fresh_db)
+        try:
+            found: int = await conn.fetchval(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+            )
+            return found
+        finally:
+            await conn.close()
+
+    assert asyncio.run(tables()) == 0  # the doctor made nothing
+
+
+def test_a_migrated_sqlite_database_is_all_good(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    env = {"WORKLY_DATABASE_URL": db, "WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_API_TOKENS": TEST_TOKEN}
+    assert doctor(tmp_path, **env).returncode == 0  # a file that does not exist yet: only a warning
+    assert not (tmp_path / "w.db").exists()
+    migrated = subprocess.run(
+        [sys.executable, "-m", "workly", "migrate"],
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert migrated.returncode == 0, migrated
+    result = doctor(tmp_path, **env)
+    assert (result.returncode, lines(result, "warn"), lines(result, "fail")) == (0, [], []), result.stdout
+    assert "up to date" in result.stdout and result.stdout.strip().endswith("all good")
+
+
+def test_an_unreachable_database_is_a_failure(tmp_path: Path) -> None:
+    url = "postgresql://app:hunter2@127.0.0.1:1/never"  # port 1: refused at once
+    result = doctor(
+        tmp_path, WORKLY_DATABASE_URL=url, WORKLY_SIGNING_SECRET=TEST_SECRET, WORKLY_API_TOKENS=TEST_TOKEN
+    )
+    assert result.returncode == 1
+    [failed] = lines(result, "fail")
+    assert "cannot reach postgresql://app:***@127.0.0.1:1/never" in failed and "hunter2" not in result.stdout
+
+
+@pytest.mark.postgres
+async def test_a_clock_apart_from_the_databases_is_a_warning(pg_url: str) -> None:
+    settings = Settings(database_url=pg_url, signing_secret=TEST_SECRET, api_tokens=TEST_TOKEN)
+    findings = await check_database(
+        settings, open_configured_storage, now=datetime.now(UTC) + timedelta(seconds=30)
+    )
+    [clock] = [f for f in findings if f.topic == "clock"]
+    skew = float(clock.text.split("differ by ")[1].split(" s")[0])
+    assert clock.level == "warn" and 29 < skew < 31, clock

@@ -1,0 +1,145 @@
+"""`workly doctor`: what a server started with these settings would meet, and what to fix.
+
+Each check gives findings: ``ok`` (said so it is plain what was checked), ``warn`` (it
+runs, but an operator should know) or ``fail`` (`workly serve` would refuse, or would not
+work). Nothing is changed: migrations are counted, not applied.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from workly.config import Settings
+from workly.database_url import is_sqlite, redacted, sqlite_path
+from workly.errors import ConfigError, StorageError
+from workly.signing import PRIVATE_KEY_PREFIX, Signer
+from workly.storage.base import Storage
+from workly.storage.migrator import load_migrations
+
+Level = Literal["ok", "warn", "fail"]
+CLOCK_SKEW = 2.0  # seconds between this host and the database that leases start to feel
+SHORT_TOKEN = 24  # characters: a token shorter than this is guessable
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    level: Level
+    topic: str
+    text: str
+
+
+def check_settings(settings: Settings) -> list[Finding]:
+    """What the settings themselves say (no database needed)."""
+    return [*_signing(settings), *_tokens(settings), *_outbound(settings)]
+
+
+def _signing(settings: Settings) -> list[Finding]:
+    secrets = settings.signing_secrets()
+    if not secrets:
+        return [Finding("fail", "signing", "WORKLY_SIGNING_SECRET is not set: `workly secret` prints one")]
+    try:
+        Signer(secrets)
+    except ConfigError as exc:
+        return [Finding("fail", "signing", f"WORKLY_SIGNING_SECRET: {exc}")]
+    keys = sum(secret.startswith(PRIVATE_KEY_PREFIX) for secret in secrets)
+    kinds = f"{len(secrets) - keys} HMAC (v1), {keys} ed25519 (v1a)"
+    rotation = "; the first signs as current, all sign (a rotation)" if len(secrets) > 1 else ""
+    return [Finding("ok", "signing", f"{len(secrets)} key(s): {kinds}{rotation}")]
+
+
+def _tokens(settings: Settings) -> list[Finding]:
+    tokens = settings.tokens()
+    if not tokens:
+        return [
+            Finding(
+                "fail", "tokens", "WORKLY_API_TOKENS is not set: `workly serve` refuses to start without one "
+                "(any long random string, e.g. from `openssl rand -hex 32`)",
+            )
+        ]  # fmt: skip
+    found = [Finding("ok", "tokens", f"{len(tokens)} API token(s)")]
+    short = [index + 1 for index, token in enumerate(tokens) if len(token) < SHORT_TOKEN]
+    if short:
+        found.append(
+            Finding("warn", "tokens", f"token(s) {short} are under {SHORT_TOKEN} characters: easy to guess")
+        )
+    return found
+
+
+def _outbound(settings: Settings) -> list[Finding]:
+    from workly.service.core import outbound_client
+
+    allowed = settings.outbound_allow
+    reach = f"public addresses and {allowed}" if allowed else "public addresses only (WORKLY_OUTBOUND_ALLOW)"
+    found = [Finding("ok", "outbound", f"deliveries may reach {reach}")]
+    if settings.proxy() is not None:
+        found.append(Finding("ok", "outbound", f"deliveries go through the proxy {settings.proxy()}"))
+    try:
+        outbound_client(settings)
+    except ConfigError as exc:
+        found.append(Finding("fail", "outbound", str(exc)))
+    return found
+
+
+Opener = Callable[[Settings], Awaitable[Storage]]
+
+
+async def check_database(
+    settings: Settings, open_storage: Opener, now: datetime | None = None
+) -> list[Finding]:
+    """The database: reachable, migrated, vacuumed, and on the same time as this host."""
+    if settings.database_url is None:
+        return [
+            Finding("fail", "database", "WORKLY_DATABASE_URL is not set (postgresql://… or sqlite:///path)")
+        ]
+    shown = redacted(settings.database_url)
+    if is_sqlite(settings.database_url) and not os.path.exists(sqlite_path(settings.database_url)):  # noqa: ASYNC240 - one stat, at start
+        # Opening it would make it: say so instead.
+        return [Finding("warn", "database", f"{shown} does not exist yet: the first server's start makes it")]
+    try:
+        storage = await open_storage(settings)
+    except ConfigError as exc:
+        return [Finding("fail", "database", str(exc))]
+    except StorageError as exc:
+        cause = exc.__cause__ or exc
+        return [Finding("fail", "database", f"cannot reach {shown}: {type(cause).__name__}: {cause}")]
+    try:
+        return [Finding("ok", "database", f"{shown} answers"), *await _database_state(storage, settings, now)]
+    except StorageError as exc:
+        return [Finding("fail", "database", f"{shown}: {exc}")]
+    finally:
+        await storage.close()
+
+
+async def _database_state(storage: Storage, settings: Settings, now: datetime | None) -> list[Finding]:
+    assert settings.database_url is not None
+    dialect: Literal["postgres", "sqlite"] = "sqlite" if is_sqlite(settings.database_url) else "postgres"
+    latest = max(migration.version for migration in load_migrations(dialect))
+    version = await storage.schema_version()
+    schema = f"schema version {version}" + (
+        "" if dialect == "sqlite" else f" in schema {settings.database_schema}"
+    )
+    if version < latest:
+        migrate = "`workly migrate` applies the rest (every server also does as it starts)"
+        found = [Finding("warn", "database", f"{schema}, this Workly's is {latest}: {migrate}")]
+    elif version > latest:
+        found = [Finding("fail", "database", f"{schema} is newer than this Workly's ({latest}): upgrade it")]
+    else:
+        found = [Finding("ok", "database", f"{schema}, up to date")]
+    if await storage.needs_vacuum():
+        vacuum = "autovacuum is off: Workly vacuums its own tables every 10 s (WORKLY_VACUUM_INTERVAL)"
+        found.append(Finding("warn", "database", f"{vacuum}, but autovacuum on is better"))
+    database_now = await storage.database_now()
+    if database_now is not None:
+        skew = abs((database_now - (now or datetime.now(UTC))).total_seconds())
+        text = f"this host and the database differ by {skew:.2f} s"
+        if skew > CLOCK_SKEW:
+            found.append(
+                Finding("warn", "clock", f"{text}: leases, schedules and rate limits read both (NTP)")
+            )
+        else:
+            found.append(Finding("ok", "clock", text))
+    return found
