@@ -62,7 +62,7 @@ async def _empty_postgres(url: str) -> None:
     try:
         await conn.execute(
             "TRUNCATE queues, tasks, attempts, queue_releases, queue_turns, endpoints, events, breakers, "
-            "operations, schedules, sql_arrivals RESTART IDENTITY CASCADE"
+            "operations, schedules, sql_arrivals, task_counts, delivery_minutes RESTART IDENTITY CASCADE"
         )
     finally:
         await conn.close()

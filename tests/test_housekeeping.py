@@ -43,6 +43,7 @@ async def run_for(storage: VacuumCounter, interval: float | None, seconds: float
         work_available=lambda: None,
         vacuum_interval=interval,
         auto_vacuum_interval=0.02,
+        fold_interval=0,
     )
     await keeper.start()
     await asyncio.sleep(seconds)

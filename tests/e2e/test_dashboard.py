@@ -19,6 +19,8 @@ from tests.support.servers import TEST_TOKEN
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.async_api")
+# A chart's minutes added up: Playwright evaluates this itself (the page runs no script).
+SUM = "(minutes, field) => minutes.reduce((sum, m) => sum + Number(m.dataset[field]), 0)"
 
 
 @pytest.fixture
@@ -85,6 +87,46 @@ async def test_log_in_see_a_delivered_task_and_retry_a_failed_one(
     await tab.goto(f"{base}/ui/tasks")
     await expect(tab).to_have_url(f"{base}/ui/login?next=%2Fui%2Ftasks")
     assert (await get_task(e2e.client, failing["id"]))["attempts"] == 2  # numbered on across the retry
+
+
+async def test_a_queues_charts_show_the_deliveries_made(
+    e2e: E2E, page: tuple[playwright.Page, list[str]]
+) -> None:
+    """The queue's page draws what the dispatcher did: every delivery and failed attempt of
+    the test in the deliveries chart, and a p50 and p95 for the minutes they were in."""
+    tab, _ = page
+    expect = playwright.expect
+    base = e2e.server.base_url
+    e2e.receiver.script("/down", [500, 500])
+    made = [await enqueue(e2e.client, "charts", {"url": e2e.receiver.url("/ok")}) for _ in range(5)]
+    failing = [
+        await enqueue(e2e.client, "charts", {"url": e2e.receiver.url("/down"), "max_attempts": 1})
+        for _ in range(2)
+    ]
+    for task in made:
+        await wait_for_status(e2e.client, task["id"], "succeeded")
+    for task in failing:
+        await wait_for_status(e2e.client, task["id"], "failed")
+
+    await tab.goto(f"{base}/ui/login?next=%2Fui")
+    await tab.get_by_label("API token").fill(TEST_TOKEN)
+    await tab.get_by_role("button", name="Log in").click()
+    await tab.locator('tr[data-queue="charts"]').get_by_role("link", name="charts").click()
+    await expect(tab).to_have_url(f"{base}/ui/queues/charts")
+    await expect(tab.locator('#counts a[data-status="succeeded"]')).to_have_text("5 succeeded")
+    minutes = tab.locator("#deliveries-chart g.minute")
+    await expect(minutes).to_have_count(60)
+    assert await minutes.evaluate_all(SUM, "succeeded") == 5
+    assert await minutes.evaluate_all(SUM, "failures") == 2
+    busy = await minutes.evaluate_all(
+        "ms => ms.filter(m => m.dataset.succeeded !== '0').map(m => m.dataset.minute)"
+    )
+    assert 1 <= len(busy) <= 2  # the test's minute, or two across a minute's turn
+    for series in ("p50", "p95"):
+        drawn = await tab.locator(f'#latency-chart circle[data-series="{series}"]').evaluate_all(
+            "points => points.map(p => p.dataset.minute)"
+        )
+        assert set(busy) <= set(drawn)
 
 
 async def test_the_api_reference_renders_with_nothing_from_elsewhere(

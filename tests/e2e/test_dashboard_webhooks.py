@@ -22,6 +22,8 @@ pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.async_api")
 
 SCRIPT = "<script>alert('endpoint')</script>"
+# A chart's minutes added up: Playwright evaluates this itself (the page runs no script).
+SUM = "(minutes, field) => minutes.reduce((sum, m) => sum + Number(m.dataset[field]), 0)"
 
 
 @pytest.fixture
@@ -110,6 +112,11 @@ async def test_endpoints_health_disable_enable_and_an_events_deliveries_in_the_b
     await expect(tab).to_have_url(f"{base}/ui/endpoints/{failing['id']}")
     await expect(tab.locator("#description")).to_have_text(SCRIPT)
     await expect(tab.locator("#url")).to_have_text(e2e.receiver.url("/failing"))
+    # Its chart of the last hour: the two failed attempts, nothing delivered.
+    minutes = tab.locator("#deliveries-chart g.minute")
+    await expect(minutes).to_have_count(60)
+    assert await minutes.evaluate_all(SUM, "failures") == 2
+    assert await minutes.evaluate_all(SUM, "succeeded") == 0
     await tab.get_by_role("button", name="Disable").click()
     await expect(tab.get_by_role("status")).to_contain_text("Disabled")
     await expect(tab.locator("#health .badge")).to_have_text("disabled")

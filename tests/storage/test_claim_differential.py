@@ -69,15 +69,6 @@ EMPTY = ["DELETE FROM attempts", "DELETE FROM tasks", "DELETE FROM queue_release
          "DELETE FROM queues"]  # fmt: skip
 
 
-@pytest.fixture
-async def pg(pg_url: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(pg_url)
-    try:
-        yield conn
-    finally:
-        await conn.close()
-
-
 # --- 1. pointwise: each SQL rule against its Python twin ------------------------------
 
 # The domains the claim feeds them: rate limits up to the API's 1e6 (down to 1e-300, see

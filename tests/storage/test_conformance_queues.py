@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 import pytest
 
@@ -196,26 +195,3 @@ async def test_a_queue_signing_secret_is_stored_and_handed_to_claims(
     assert claimed.signing_secret == secret
     cleared = await storage.update_queue("q", changing(signing_secret=None), clock())
     assert cleared.config.signing_secret is None
-
-
-async def test_delivered_since_counts_recent_successes_per_queue(storage: Storage, clock: FakeClock) -> None:
-    for queue in ("a", "b"):
-        await storage.put_queue(queue, QueueConfig(max_concurrency=100, max_attempts=1), clock())
-
-    async def deliver(queue: str, outcomes: list[str]) -> None:
-        await storage.enqueue(in_queue(queue, [new() for _ in outcomes]), clock())
-        claimed = (await storage.claim_tasks(100, clock(), token(), 30.0)).tasks
-        results = [
-            result_for(c, clock(), o, 200 if o == "succeeded" else 500)
-            for c, o in zip(claimed, outcomes, strict=True)
-        ]
-        await storage.record_results(results, clock())
-
-    await deliver("a", ["succeeded", "succeeded"])
-    since = clock.advance(60)
-    await deliver("a", ["succeeded", "failed"])
-    await deliver("b", ["succeeded", "succeeded", "succeeded"])
-    await storage.enqueue(in_queue("a", [new()]), clock())  # ready: not delivered
-    assert await storage.delivered_since(since) == {"a": 1, "b": 3}
-    assert await storage.delivered_since(since - timedelta(seconds=61)) == {"a": 3, "b": 3}
-    assert await storage.delivered_since(clock.advance(1)) == {}

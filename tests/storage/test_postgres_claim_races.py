@@ -11,7 +11,6 @@ transaction that holds a lock while the others queue up behind it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import asyncpg
@@ -28,13 +27,6 @@ from workly.storage.queries import postgres_queries
 
 pytestmark = pytest.mark.postgres
 MARGIN = 30.0
-
-
-@pytest.fixture
-async def pg(pg_url: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(pg_url)
-    yield conn
-    await conn.close()
 
 
 async def running_of_key(conn: asyncpg.Connection, key: str) -> int:

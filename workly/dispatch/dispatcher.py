@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from workly.batching import GroupCommitter
 from workly.breaker import BreakerRules
 from workly.clock import Clock
+from workly.delivery_stats import Rollup
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
 from workly.metrics import Metrics
@@ -50,8 +51,10 @@ class Dispatcher:
         breaker_rules: BreakerRules | None = None,
         on_recorded: RecordObserver | None = None,
         tracing: Tracing | None = None,
+        rollup: Rollup | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
+        self._rollup = rollup or Rollup()  # the dashboard's charts (delivery_stats.py)
         self._tracing = tracing or Tracing()
         self._breaker_rules = breaker_rules or BreakerRules()
         self._on_recorded = on_recorded
@@ -200,6 +203,7 @@ class Dispatcher:
         if late is not None:
             log.info("task %s not sent: %s", task.id, late.error)
             self._metrics.deliveries.labels(task.queue, late.outcome).inc()
+            self._rollup.add(task.queue, task.endpoint_id, self._clock(), late.outcome, None)
             await self._submit(task, late)
             return
         outcome = await self._deliverer.deliver(task)
@@ -234,6 +238,7 @@ class Dispatcher:
         if task.endpoint_id is not None:
             m.endpoint_deliveries.labels(task.endpoint_id, result.outcome).inc()
         m.delivery_seconds.labels(task.queue).observe(seconds)
+        self._rollup.add(task.queue, task.endpoint_id, outcome.finished_at, result.outcome, seconds)
         if task.attempt == 1 and task.due_at is not None:
             waited = (outcome.started_at - task.due_at).total_seconds()
             m.first_attempt_latency.labels(task.queue).observe(max(0.0, waited))

@@ -16,38 +16,38 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 from workly.batching import CoalescedCall
 from workly.clock import Clock, system_clock
 from workly.config import Settings
+from workly.delivery_stats import Rollup
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient, client_tls
 from workly.errors import (
     ConfigError,
-    NoPublicKey,
-    QueueNotFound,
     ServiceNotRunning,
     StorageError,
     TaskNotFound,
     TooLarge,
 )
 from workly.metrics import Metrics
-from workly.models import Attempt, Enqueued, NewTask, Queue, QueueConfig, Task, TaskStatus, check_queue_config
+from workly.models import Attempt, Enqueued, NewTask, Task, TaskStatus
 from workly.service.callbacks import CallbackSender
+from workly.service.delivery_history import DeliveryHistory
 from workly.service.enqueuer import Enqueuer
 from workly.service.failures import FailureUseCases
 from workly.service.housekeeping import Housekeeper
 from workly.service.operations import OperationRunner
+from workly.service.queues import QueueUseCases
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
 from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
-from workly.signing import Signer, public_keys
+from workly.signing import Signer
 from workly.storage.base import Storage
 from workly.storage.factory import open_storage
 from workly.trace_context import parse_trace_context, stored
@@ -121,13 +121,14 @@ class _Parts:
     dispatcher: Dispatcher
     enqueuer: Enqueuer
     housekeeper: Housekeeper
+    history: DeliveryHistory
     announcer: CoalescedCall
     callbacks: CallbackSender
     operations: OperationRunner
     scheduler: Scheduler
 
 
-class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
+class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases):
     def __init__(
         self,
         settings: Settings,
@@ -199,19 +200,22 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         deliverer = Deliverer(
             client, self._signer, clock, capture_limit=settings.max_body_bytes, tracing=self.tracing
         )
+        rollup = Rollup()
+        history = DeliveryHistory(storage, clock, rollup)
         dispatcher = Dispatcher(
             storage, deliverer, clock,
             max_in_flight=settings.max_in_flight,
             poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
             result_batch_max=settings.result_batch_max, metrics=metrics,
             breaker_rules=settings.breaker_rules(), on_recorded=self.on_recorded, tracing=self.tracing,
+            rollup=rollup,
         )  # fmt: skip
         housekeeper = Housekeeper(
             storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
             vacuum_interval=settings.vacuum_interval, retention=settings.retention, metrics=metrics,
             # A probe goes out within half a second of its cool-down ending (sooner when the
             # cool-down itself is shorter).
-            probe_interval=min(0.5, settings.breaker_cooldown),
+            probe_interval=min(0.5, settings.breaker_cooldown), history=history,
         )  # fmt: skip
         enqueuer = Enqueuer(storage, clock, self.work_available, metrics=metrics)
         return _Parts(
@@ -220,6 +224,7 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             dispatcher=dispatcher,
             enqueuer=enqueuer,
             housekeeper=housekeeper,
+            history=history,
             announcer=CoalescedCall(storage.announce_work, _log_announce_error),
             callbacks=CallbackSender(storage, enqueuer.enqueue, metrics=metrics),
             operations=OperationRunner(storage, clock, self.work_available, metrics=metrics),
@@ -243,6 +248,7 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             await parts.callbacks.stop()  # what is still due stays marked for the next sweep
             await parts.enqueuer.drain()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
+            await self._write_history(parts.history)  # the last seconds' counts
             await self.drain_own_events()  # what the last results announce
             await parts.announcer.drain()  # and the wake-ups all of the above sent
         finally:
@@ -250,6 +256,13 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
             await parts.client.close()
             await parts.storage.close()
             await self._stop_tracing()
+
+    @staticmethod
+    async def _write_history(history: DeliveryHistory) -> None:
+        try:
+            await history.flush()
+        except Exception as exc:  # a chart's last seconds are not worth a failed stop
+            log.warning("writing the last delivery counts failed: %s", exc)
 
     def stop_now(self) -> None:
         """Cut a stop short (a second signal): the deliveries in flight are not waited for;
@@ -316,6 +329,9 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
     def _storage(self) -> Storage:
         return self._started().storage
 
+    def _history(self) -> DeliveryHistory:
+        return self._started().history
+
     def _started(self) -> _Parts:
         if self._parts is None:
             raise ServiceNotRunning  # a 503: a request that came too early or too late
@@ -374,63 +390,6 @@ class Service(WebhookUseCases, FailureUseCases, ScheduleUseCases):
         task = await self._started().storage.retry_task(task_id, self.clock())
         self.work_available()
         return task
-
-    # --- queues ---------------------------------------------------------------------
-    async def get_queue(self, name: str) -> Queue:
-        queue = await self._started().storage.get_queue(name)
-        if queue is None:
-            raise QueueNotFound(name)
-        return queue
-
-    async def queue_public_keys(self, name: str) -> list[str]:
-        """The whpk_ keys that verify the v1a signatures of the queue's deliveries: those of
-        its own signing secret, or of WORKLY_SIGNING_SECRET when it has none."""
-        own = (await self.get_queue(name)).config.signing_secret
-        keys = self._signer.public_keys if own is None else public_keys(own)
-        if not keys:
-            raise NoPublicKey(f"queue {name!r}")
-        return keys
-
-    async def list_queues(self) -> list[Queue]:
-        return await self._started().storage.list_queues()
-
-    async def delivered_in_last(self, window: timedelta) -> dict[str, int]:
-        """Per queue, the tasks that succeeded within ``window`` (the dashboard's throughput)."""
-        return await self._started().storage.delivered_since(self.clock() - window)
-
-    async def put_queue(self, name: str, config: QueueConfig) -> tuple[Queue, bool]:
-        """Create or replace a queue's config; True when it was created."""
-        check_not_endpoint_queue(name)
-        stored = await self._started().storage.put_queue(name, check_queue_config(config), self.clock())
-        self.work_available()  # more concurrency, a higher rate, or unpaused
-        return stored
-
-    async def update_queue(self, name: str, changes: Mapping[str, Any]) -> Queue:
-        """Change some config fields, atomically against concurrent changes."""
-
-        def change(current: QueueConfig) -> QueueConfig:
-            return check_queue_config(replace(current, **changes))
-
-        check_not_endpoint_queue(name)
-        queue = await self._started().storage.update_queue(name, change, self.clock())
-        if not queue.config.paused:
-            self.work_available()
-        return queue
-
-    async def pause_queue(self, name: str) -> Queue:
-        return await self.update_queue(name, {"paused": True})
-
-    async def resume_queue(self, name: str) -> Queue:
-        return await self.update_queue(name, {"paused": False})
-
-    async def delete_queue(self, name: str) -> None:
-        check_not_endpoint_queue(name)
-        await self._started().storage.delete_queue(name)
-
-    async def purge_queue(self, name: str) -> int:
-        """Delete the queue's ready tasks; how many."""
-        check_not_endpoint_queue(name)
-        return await self._started().storage.purge_queue(name)
 
 
 def check_body_sizes(tasks: Sequence[NewTask], limit: int) -> None:

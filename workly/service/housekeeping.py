@@ -16,6 +16,13 @@ of an older version running next to this one during an upgrade, a manual change)
 Breaker probes: an open circuit breaker holds its receiver's tasks; once its cool-down
 is over, one of them is released as the probe (Storage.release_probes, workly/breaker.py).
 
+Counts: the tasks per queue and status are kept by triggers (migration 0014); on
+PostgreSQL each statement appends its change, and the fold makes them one row per queue
+and status again every couple of seconds, so reading them stays cheap.
+
+Delivery history: the dispatcher's counts per queue, endpoint and minute (the dashboard's
+charts, workly/delivery_stats.py) are written every few seconds and kept two hours.
+
 Vacuum: on PostgreSQL a task leaves three row versions behind (ready, running,
 finished). Until they are vacuumed, their index entries stay in front of the claim's
 index scan, so every claim gets slower with every task delivered (measured: 0.3 ms
@@ -35,6 +42,7 @@ from datetime import timedelta
 from workly.clock import Clock
 from workly.metrics import Metrics
 from workly.periodic import run_every
+from workly.service.delivery_history import DeliveryHistory
 from workly.storage.base import Storage
 
 log = logging.getLogger("workly.housekeeping")
@@ -56,6 +64,9 @@ class Housekeeper:
         metrics: Metrics | None = None,
         depth_interval: float = 15.0,
         probe_interval: float = 0.5,
+        fold_interval: float = 2.0,
+        history: DeliveryHistory | None = None,
+        history_interval: float = 5.0,
     ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
         ``auto_vacuum_interval`` seconds if the database does not vacuum by itself."""
@@ -71,6 +82,9 @@ class Housekeeper:
         self._prune_interval = prune_interval
         self._recount_interval = recount_interval
         self._probe_interval = probe_interval
+        self._fold_interval = fold_interval
+        self._history = history
+        self._history_interval = history_interval
         self.probes = 0
         self.recounted = 0
         self.pruned = 0
@@ -90,6 +104,11 @@ class Housekeeper:
             self._every(self._probe_interval, self._release_probes, "breaker probes")
         if self._depth_interval > 0:
             self._every(self._depth_interval, self._measure_depths, "queue depths")
+        if self._fold_interval > 0:
+            self._every(self._fold_interval, self._storage.fold_task_counts, "task counts")
+        if self._history is not None and self._history_interval > 0:
+            self._every(self._history_interval, self._history.flush, "delivery history")
+            self._every(self._prune_interval, self._history.prune, "delivery history pruning")
         interval = self._vacuum_interval
         if interval is None:
             interval = self._auto_vacuum_interval if await self._storage.needs_vacuum() else 0

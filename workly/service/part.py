@@ -1,4 +1,4 @@
-"""What the parts of Service (its mixins of use cases: webhooks.py, failures.py,
+"""What the parts of Service (its mixins of use cases: queues.py, webhooks.py, failures.py,
 schedules.py) use of it. Service provides each; a part declares only the hooks of its own."""
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from workly.breaker import BreakerRules
 from workly.callbacks import DueCallback
+from workly.delivery_stats import MinuteStats, Scope
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -181,10 +182,6 @@ class Storage(Protocol):
 
     async def list_queues(self) -> list[Queue]: ...
 
-    async def delivered_since(self, since: datetime) -> dict[str, int]:
-        """Per queue, how many tasks succeeded at or after ``since`` (and are still stored):
-        the dashboard's recent throughput. Reads only the succeeded rows in that window."""
-
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         """Create or replace a queue's config; the bool is True when it was created."""
 
@@ -328,3 +325,21 @@ class Storage(Protocol):
 
     async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None:
         """The earliest next run of any schedule but those in ``skip`` (None: none will fire)."""
+
+    # --- counts and charts --------------------------------------------------------------
+    # Tasks per queue and status come from a table triggers keep (migration 0014), so
+    # get_queue and list_queues do not count the tasks table.
+    async def fold_task_counts(self) -> None:
+        """Tidy the kept counts (PostgreSQL: fold the rows appended per statement into one
+        per queue and status; SQLite: drop zeros). Safe in several processes at once."""
+
+    async def add_delivery_minutes(self, stats: Sequence[MinuteStats]) -> None:
+        """Add these counts to the stored ones of their series and minute (other processes
+        add theirs too), in one transaction."""
+
+    async def delivery_minutes(self, scope: Scope, name: str | None, since: datetime) -> list[MinuteStats]:
+        """The stored minutes of one series (None: of every series of ``scope``) from ``since``
+        on, oldest first."""
+
+    async def prune_delivery_minutes(self, before: datetime) -> None:
+        """Delete every series' minutes before ``before``."""

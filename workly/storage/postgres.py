@@ -41,6 +41,7 @@ from workly.storage.postgres_statements import execute as _execute
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
 from workly.storage.postgres_statements import fetchval as _fetchval
+from workly.storage.postgres_stats import PostgresStats
 from workly.storage.postgres_wakeups import PostgresWakeups
 from workly.storage.postgres_webhooks import PostgresWebhooks
 from workly.storage.queries import Query, postgres_queries
@@ -64,7 +65,7 @@ async def _init_connection(conn: asyncpg.Connection, schema: str) -> None:
 
 
 @raises_workly_errors(interpret_postgres_error)
-class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
+class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, PostgresStats):
     dialect = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, dsn: str, schema: str | None = None) -> None:
@@ -350,10 +351,6 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules):
         return [
             rows.queue_from_row(row, counts.get(row["name"], rows.empty_counts()), _DECODERS) for row in found
         ]
-
-    async def delivered_since(self, since: datetime) -> dict[str, int]:
-        found = await _fetch(self._pool, self._q.delivered_since, since=since)
-        return {row["queue"]: row["n"] for row in found}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         async with self._pool.acquire() as conn:

@@ -1,6 +1,7 @@
 """Named SQL blocks, per dialect (``sql/<dialect>.sql``, ``sql/<dialect>_webhooks.sql`` for
 the webhook platform, ``sql/<dialect>_operations.sql`` for bulk operations and callbacks,
-``sql/<dialect>_schedules.sql`` for schedules),
+``sql/<dialect>_schedules.sql`` for schedules, ``sql/<dialect>_stats.sql`` for the counts
+and charts),
 loaded once, looked up by typed names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
@@ -84,7 +85,6 @@ class CommonQueries:
     get_queue_for_update: Query
     list_queues: Query
     count_tasks_of_queue: Query
-    delivered_since: Query
     count_tasks: Query
     put_queue: Query
     update_queue: Query
@@ -153,6 +153,12 @@ class CommonQueries:
     advance_schedules: Query
     delete_schedule: Query
     next_schedule_at: Query
+    # Counts and charts (sql/<dialect>_stats.sql).
+    fold_task_counts: Query
+    add_delivery_minute: Query
+    delivery_minutes: Query
+    delivery_minutes_of_scope: Query
+    prune_delivery_minutes: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +213,7 @@ class SqliteQueries(CommonQueries):
 
 Q = TypeVar("Q", bound=CommonQueries)
 # Each dialect's queries come in files by concern: sql/<dialect><part>.sql.
-_PARTS = ("", "_webhooks", "_operations", "_schedules")
+_PARTS = ("", "_webhooks", "_operations", "_schedules", "_stats")
 
 
 def parse_blocks(text: str) -> dict[str, str]:

@@ -45,6 +45,7 @@ from workly.storage.sqlite_statements import (
     schema_version,
     to_us,
 )
+from workly.storage.sqlite_stats import SqliteStats
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 from workly.storage.sqlite_webhooks import HELD_US, SqliteWebhooks, apply_breakers
 from workly.storage.tasks import check_transition
@@ -56,7 +57,7 @@ _DECODERS = DECODERS
 
 
 @raises_workly_errors(interpret_sqlite_error)
-class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules):
+class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteStats):
     """``synchronous`` applies to every write the API acknowledges (enqueue, queue and task
     changes): FULL (the default) means a 201 survives a power loss. The dispatcher's own
     bookkeeping (claims, attempt results) always commits with NORMAL: it survives a
@@ -181,10 +182,6 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules):
 
     async def list_queues(self) -> list[Queue]:
         return await self._reader.run(_list_queues)
-
-    async def delivered_since(self, since: datetime) -> dict[str, int]:
-        found = await self._reader.run(fetchall, _q().delivered_since, {"since": to_us(since)})
-        return {row["queue"]: row["n"] for row in found}
 
     async def put_queue(self, name: str, config: QueueConfig, now: datetime) -> tuple[Queue, bool]:
         return await self._writer.transaction(self._acknowledged, _put_queue, name, config, to_us(now))

@@ -1,4 +1,5 @@
-"""The dashboard's pages and buttons: queues, a task list, a task with its attempts; and
+"""The dashboard's pages and buttons: queues, a queue with its charts (charts.py), a task
+list, a task with its attempts; and
 ``install_dashboard``, which adds these, the webhook pages (webhook_pages.py: endpoints and
 events), the bulk operations (operation_pages.py), the schedules (schedule_pages.py) and the
 login page to the app.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -30,6 +31,7 @@ from workly.ui.access import (
     safe_next,
     tokens_of,
 )
+from workly.ui.charts import charts_for
 from workly.ui.rendering import (
     PAGE_SIZE,
     BrokenCursor,
@@ -87,6 +89,24 @@ async def overview(request: Request, service: ServiceDep, done: str | None = Non
         request, "overview.html", queues=[rep.queue_json(q) for q in queues], delivered=delivered,
         statuses=TASK_STATUSES, window=int(THROUGHPUT_WINDOW.total_seconds()), done=_DONE.get(done or ""),
         endpoints=endpoints,
+    )  # fmt: skip
+
+
+@pages.get("/queues/{name}")
+async def queue_page(
+    request: Request, name: str, service: ServiceDep, done: str | None = None
+) -> HTMLResponse:
+    try:
+        if not is_queue_name(name):
+            raise NotFoundError(name)
+        queue = await service.get_queue(name)
+        minutes = await service.delivery_history("queue", queue.name)
+    except NotFoundError:
+        return error(request, 404, "There is no such queue: it may have been deleted.")
+    return render(
+        request, "queue.html", queue=rep.queue_json(queue), statuses=TASK_STATUSES,
+        charts=charts_for(minutes, service.now()), endpoint=queue.name.startswith(ENDPOINT_PREFIX),
+        done=_DONE.get(done or ""),
     )  # fmt: skip
 
 
@@ -154,24 +174,32 @@ async def _change_task(request: Request, service: Service, task_id: str, done: s
     return back(f"/ui/tasks/{task_id}", done)
 
 
+# ?to=queue: the button was on the queue's page, which it returns to (else the overview).
+
+
 @pages.post("/queues/{queue}/pause")
-async def pause(request: Request, queue: str, service: ServiceDep) -> Response:
-    return await _set_paused(request, service, queue, True)
+async def pause(request: Request, queue: str, service: ServiceDep, to: str | None = None) -> Response:
+    return await _set_paused(request, service, queue, True, to == "queue")
 
 
 @pages.post("/queues/{queue}/resume")
-async def resume(request: Request, queue: str, service: ServiceDep) -> Response:
-    return await _set_paused(request, service, queue, False)
+async def resume(request: Request, queue: str, service: ServiceDep, to: str | None = None) -> Response:
+    return await _set_paused(request, service, queue, False, to == "queue")
 
 
-async def _set_paused(request: Request, service: Service, queue: str, paused: bool) -> Response:
+async def _set_paused(
+    request: Request, service: Service, queue: str, paused: bool, to_queue: bool
+) -> Response:
     if not is_queue_name(queue):
         return error(request, 404, "There is no such queue.")
     try:
         await (service.pause_queue if paused else service.resume_queue)(queue)
     except (NotFoundError, ConflictError) as exc:  # ConflictError: an endpoint's queue (enable it)
         return error(request, 404 if isinstance(exc, NotFoundError) else 409, str(exc))
-    return back("/ui", "paused" if paused else "resumed")
+    # Where to: the queue's page by its checked name, quoted, never a path the request names.
+    return back(
+        f"/ui/queues/{quote(queue, safe='')}" if to_queue else "/ui", "paused" if paused else "resumed"
+    )
 
 
 # --- login, logout, stylesheet (no session needed) -------------------------------------------

@@ -24,6 +24,7 @@ from workly.media import is_json_type
 from workly.models import TASK_STATUSES, TaskStatus
 from workly.service import Service
 from workly.ui.access import require_same_origin
+from workly.ui.charts import charts_for
 from workly.ui.rendering import PAGE_SIZE, back, could_be_id, error, link, older_link, page_start, render
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
@@ -85,12 +86,14 @@ async def endpoint_page(
         # Its delivery tasks are its queue's (named by its id): the counts say whether the page
         # offers "Retry all failed" (operation_pages.py).
         failed = (await service.get_queue(endpoint.id)).counts.get("failed", 0)
+        minutes = await service.delivery_history("endpoint", endpoint.id)
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
     path = f"/ui/endpoints/{endpoint.id}"
     return render(
         request, "endpoint.html", endpoint=endpoint_json(endpoint), tasks=[rep.task_json(t) for t in tasks],
         statuses=TASK_STATUSES, status=chosen_status, failed=failed,
+        charts=charts_for(minutes, service.now()),
         older=older_link(path, {"status": chosen_status}, next_seq), done=_DONE.get(done or ""),
     )  # fmt: skip
 

@@ -495,14 +495,11 @@ FOR NO KEY UPDATE;
 SELECT * FROM queues ORDER BY name;
 
 -- name: count_tasks_of_queue
-SELECT queue, status, count(*) AS n FROM tasks WHERE queue = :queue GROUP BY queue, status;
-
--- name: delivered_since
--- Recent throughput for the dashboard: a range of tasks_succeeded (succeeded rows by updated_at).
-SELECT queue, count(*) AS n FROM tasks WHERE status = 'succeeded' AND updated_at >= :since GROUP BY queue;
+-- From task_counts (migration 0014): its folded rows and those appended since, added up.
+SELECT queue, status, sum(n)::bigint AS n FROM task_counts WHERE queue = :queue GROUP BY queue, status;
 
 -- name: count_tasks
-SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
+SELECT queue, status, sum(n)::bigint AS n FROM task_counts GROUP BY queue, status;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
@@ -613,7 +610,7 @@ SELECT current_setting('autovacuum')::boolean AS enabled;
 
 -- name: vacuum
 -- SKIP_LOCKED: with several processes, whoever is first vacuums and the rest skip.
-VACUUM (SKIP_LOCKED) tasks, attempts, queues, breakers, events, endpoints, sql_arrivals;
+VACUUM (SKIP_LOCKED) tasks, attempts, queues, breakers, events, endpoints, sql_arrivals, task_counts;
 
 -- name: reap_expired
 -- :limit is the batch size. Running tasks whose lease expired (their process died or

@@ -261,14 +261,11 @@ SELECT * FROM queues WHERE name = :name;
 SELECT * FROM queues ORDER BY name;
 
 -- name: count_tasks_of_queue
-SELECT queue, status, count(*) AS n FROM tasks WHERE queue = :queue GROUP BY queue, status;
-
--- name: delivered_since
--- Recent throughput for the dashboard: a range of tasks_succeeded (succeeded rows by updated_at).
-SELECT queue, count(*) AS n FROM tasks WHERE status = 'succeeded' AND updated_at >= :since GROUP BY queue;
+-- From task_counts, which triggers keep (migration 0014).
+SELECT queue, status, n FROM task_counts WHERE queue = :queue;
 
 -- name: count_tasks
-SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status;
+SELECT queue, status, n FROM task_counts;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,

@@ -1,0 +1,109 @@
+"""PostgreSQL's kept task counts (migration 0014) under interleavings only several
+connections produce: each statement appends its change, folds merge the rows, and neither
+an uncommitted change nor a second fold is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from tests.support.pg_waits import wait_for_lock_waiters
+from workly.storage.postgres import PostgresStorage
+from workly.storage.queries import postgres_queries
+
+pytestmark = pytest.mark.postgres
+MARGIN = 30.0
+
+
+async def kept(conn: asyncpg.Connection) -> dict[tuple[str, str], int]:
+    found = await conn.fetch(
+        "SELECT queue, status, sum(n) AS n FROM task_counts GROUP BY 1, 2 HAVING sum(n) <> 0"
+    )
+    return {(row["queue"], row["status"]): row["n"] for row in found}
+
+
+async def truth(conn: asyncpg.Connection) -> dict[tuple[str, str], int]:
+    found = await conn.fetch("SELECT queue, status, count(*) AS n FROM tasks GROUP BY 1, 2")
+    return {(row["queue"], row["status"]): row["n"] for row in found}
+
+
+async def test_a_fold_leaves_an_uncommitted_change_to_count_when_it_commits(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        await storage.enqueue([new() for _ in range(4)], clock())
+        change = pg.transaction()
+        await change.start()
+        await pg.execute("UPDATE tasks SET status = 'canceled' WHERE seq = (SELECT min(seq) FROM tasks)")
+        async with asyncio.timeout(10):
+            await storage.fold_task_counts()  # does not wait for the open transaction
+        assert await kept(pg) == {("q", "ready"): 3, ("q", "canceled"): 1}  # the change, as its own sees it
+        await change.commit()
+        await storage.fold_task_counts()
+        assert await kept(pg) == await truth(pg) == {("q", "ready"): 3, ("q", "canceled"): 1}
+        assert await pg.fetchval("SELECT count(*) FROM task_counts") == 2  # folded: one row each
+    finally:
+        await storage.close()
+
+
+async def test_two_folds_at_once_count_every_row_once(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        for _ in range(3):
+            await storage.enqueue([new(), new()], clock())  # three appended rows
+        fold = postgres_queries().fold_task_counts
+        first = pg.transaction()
+        await first.start()
+        await pg.execute(fold.sql)  # deleted the rows, inserted their sum: not committed
+        second = asyncio.create_task(storage.fold_task_counts())  # waits for the deleted rows
+        await wait_for_lock_waiters(pg, 1)
+        await first.commit()
+        async with asyncio.timeout(10):
+            await second
+        assert await kept(pg) == {("q", "ready"): 6}
+        assert await pg.fetchval("SELECT count(*) FROM task_counts") == 1
+    finally:
+        await storage.close()
+
+
+async def test_concurrent_writers_and_folds_end_with_the_true_counts(pg_url: str, clock: FakeClock) -> None:
+    storages = [await PostgresStorage.open(pg_url) for _ in range(4)]
+
+    async def work(storage: PostgresStorage, rounds: int) -> None:
+        for _ in range(rounds):
+            await storage.enqueue([new(queue=queue) for queue in ("a", "b", "a")], clock())
+            claim = await storage.claim_tasks(2, clock(), token(), MARGIN)
+            outcomes = ["succeeded", "failed"]
+            await storage.record_results(
+                [result_for(task, clock(), outcomes[i % 2], 200 if i % 2 == 0 else 400)  # type: ignore[arg-type]
+                 for i, task in enumerate(claim.tasks)],
+                clock(),
+            )  # fmt: skip
+
+    async def fold(storage: PostgresStorage, rounds: int) -> None:
+        for _ in range(rounds):
+            await storage.fold_task_counts()
+            await asyncio.sleep(0)
+
+    try:
+        async with asyncio.timeout(60):
+            await asyncio.gather(
+                work(storages[0], 40), work(storages[1], 40), fold(storages[2], 80), fold(storages[3], 80)
+            )
+        conn = await asyncpg.connect(pg_url)
+        try:
+            assert await kept(conn) == await truth(conn)
+            assert sum((await truth(conn)).values()) == 2 * 40 * 3
+        finally:
+            await conn.close()
+    finally:
+        for storage in storages:
+            await storage.close()
