@@ -10,6 +10,7 @@ import pytest
 from workly.delivery_stats import (
     BUCKETS_MS,
     MinuteStats,
+    Percentile,
     Rollup,
     bucket_of,
     minute_of,
@@ -33,14 +34,14 @@ def test_a_duration_falls_in_the_first_bucket_it_fits(ms: float, bucket: int) ->
 
 def test_percentiles_are_the_upper_bound_of_the_bucket_the_rank_falls_in() -> None:
     stats = MinuteStats("queue", "q", minute_of(T0))
-    assert stats.percentile_ms(0.5) is None  # no attempts
+    assert stats.percentile(0.5) is None  # no attempts
     stats.buckets[bucket_of(3)] = 90  # ≤ 5 ms
     stats.buckets[bucket_of(200)] = 9  # ≤ 250 ms
     stats.buckets[bucket_of(60_000)] = 1  # beyond the last bound
-    assert stats.percentile_ms(0.5) == 5
-    assert stats.percentile_ms(0.9) == 5  # rank 90 is the 90th attempt: still the first bucket
-    assert stats.percentile_ms(0.95) == 250
-    assert stats.percentile_ms(1.0) == BUCKETS_MS[-2]  # the open bucket reports its lower bound
+    assert stats.percentile(0.5) == Percentile(5, over=False)
+    assert stats.percentile(0.9) == Percentile(5, over=False)  # rank 90: still the first bucket
+    assert stats.percentile(0.95) == Percentile(250, over=False)
+    assert stats.percentile(1.0) == Percentile(BUCKETS_MS[-2], over=True)  # the open bucket: more than
 
 
 def test_the_rollup_counts_per_queue_endpoint_and_minute_and_forgets_what_it_hands_over() -> None:

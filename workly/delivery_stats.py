@@ -34,6 +34,12 @@ def bucket_of(milliseconds: float) -> int:
     return next(index for index, bound in enumerate(BUCKETS_MS) if milliseconds <= bound)
 
 
+@dataclass(frozen=True, slots=True)
+class Percentile:
+    ms: float
+    over: bool  # True: more than ``ms`` (the open last bucket); else at most ``ms``
+
+
 @dataclass
 class MinuteStats:
     scope: Scope
@@ -54,9 +60,10 @@ class MinuteStats:
         self.failed += other.failed
         self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
 
-    def percentile_ms(self, fraction: float) -> float | None:
-        """The duration ``fraction`` of the attempts took at most (a bucket's upper bound; the
-        last bucket's lower one, as it has no upper); None without attempts."""
+    def percentile(self, fraction: float) -> Percentile | None:
+        """How long ``fraction`` of the attempts took at most: the upper bound of the bucket
+        the rank falls in (of the open last bucket: more than its lower bound); None without
+        attempts."""
         total = sum(self.buckets)
         if not total:
             return None
@@ -66,7 +73,9 @@ class MinuteStats:
             seen += count
             if seen >= rank:
                 bound = BUCKETS_MS[index]
-                return bound if math.isfinite(bound) else BUCKETS_MS[index - 1]
+                if math.isfinite(bound):
+                    return Percentile(bound, over=False)
+                return Percentile(BUCKETS_MS[index - 1], over=True)
         raise AssertionError("unreachable: the ranks add up to the total")
 
 

@@ -5,6 +5,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -16,15 +17,18 @@ import pytest
 from tests.e2e.conftest import clean_env
 from tests.support.servers import TEST_SECRET, TEST_TOKEN
 from workly.config import Settings
+from workly.ids import new_task_id
+from workly.models import NewTask
 from workly.service.core import open_configured_storage
 from workly.service.doctor import check_database
+from workly.storage.factory import open_storage
 
 pytestmark = pytest.mark.e2e
 
 
-def doctor(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def doctor(cwd: Path, command: str = "doctor", **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workly", "doctor"], env=clean_env(**env), cwd=cwd,
+        [sys.executable, "-m", "workly", command], env=clean_env(**env), cwd=cwd,
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -92,6 +96,41 @@ def test_a_migrated_sqlite_database_is_all_good(tmp_path: Path) -> None:
     result = doctor(tmp_path, **env)
     assert (result.returncode, lines(result, "warn"), lines(result, "fail")) == (0, [], []), result.stdout
     assert "up to date" in result.stdout and result.stdout.strip().endswith("all good")
+
+
+def test_counts_that_disagree_with_the_tasks_are_said_and_recount_mends_them(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    env = {"WORKLY_DATABASE_URL": f"sqlite:///{db}", "WORKLY_SIGNING_SECRET": TEST_SECRET,
+           "WORKLY_API_TOKENS": TEST_TOKEN}  # fmt: skip
+
+    async def enqueue() -> None:
+        storage = await open_storage(env["WORKLY_DATABASE_URL"])
+        try:
+            await storage.migrate()
+            tasks = [NewTask(id=new_task_id(), queue=q, url="http://127.0.0.1:9/") for q in ("a", "b", "b")]
+            await storage.enqueue(tasks, datetime.now(UTC))
+        finally:
+            await storage.close()
+
+    asyncio.run(enqueue())
+    assert lines(doctor(tmp_path, **env), "warn") == []
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DELETE FROM task_counts WHERE queue = 'b'")  # as a restore with triggers off leaves them
+    conn.close()
+    [warned] = lines(doctor(tmp_path, **env), "warn")
+    assert "task counts of b disagree" in warned and "`workly recount`" in warned
+    recounted = doctor(tmp_path, "recount", **env)
+    assert recounted.returncode == 0
+    assert recounted.stdout.strip() == "counted the tasks again; they were wrong for b"
+    assert lines(doctor(tmp_path, **env), "warn") == []
+
+
+def test_recount_wants_a_migrated_database(tmp_path: Path) -> None:
+    env = {"WORKLY_DATABASE_URL": f"sqlite:///{tmp_path / 'w.db'}", "WORKLY_SIGNING_SECRET": TEST_SECRET,
+           "WORKLY_API_TOKENS": TEST_TOKEN}  # fmt: skip
+    result = doctor(tmp_path, "recount", **env)
+    assert result.returncode == 2 and "`workly migrate` first" in result.stderr, result
+    assert "Traceback" not in result.stderr
 
 
 def test_an_unreachable_database_is_a_failure(tmp_path: Path) -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sqlite3
 from datetime import timedelta
 
+import asyncpg
 import pytest
 
 from tests.storage.helpers import another_process, in_queue, new, result_for, token
 from tests.support.clock import FakeClock
+from workly.database_url import sqlite_path
 from workly.delivery_stats import BUCKETS_MS, MinuteStats, minute_of
 from workly.errors import QueueNotFound
 from workly.models import TASK_STATUSES, ClaimedTask, Outcome, QueueConfig
@@ -201,3 +204,51 @@ async def test_delivery_minutes_add_up_per_series_and_minute(storage: Storage, c
     await storage.prune_delivery_minutes(two.minute)
     assert [row.minute for row in await storage.delivery_minutes("queue", "a", first)] == [two.minute]
     assert await storage.delivery_minutes("queue", "b", first) == []
+
+
+async def test_a_deleted_queue_takes_its_delivery_minutes_with_it(storage: Storage, clock: FakeClock) -> None:
+    for name in ("a", "b"):
+        await storage.put_queue(name, QueueConfig(), clock())
+    await storage.add_delivery_minutes(
+        [minute("queue", "a", clock, succeeded=3), minute("queue", "b", clock, succeeded=1)]
+    )
+    await storage.delete_queue("a")
+    await storage.put_queue("a", QueueConfig(), clock())  # made again: an empty chart
+    every_queue = await storage.delivery_minutes("queue", None, minute_of(clock()))
+    assert [(row.name, row.succeeded) for row in every_queue] == [("b", 1)]
+
+
+async def behind_workly(database_url: str, sql: str) -> None:
+    """A statement of the operator's, on a connection of its own."""
+    if database_url.startswith("sqlite"):
+        conn = sqlite3.connect(sqlite_path(database_url), isolation_level=None)
+        try:
+            conn.execute(sql)
+        finally:
+            conn.close()
+        return
+    pg = await asyncpg.connect(database_url)
+    try:
+        await pg.execute(sql)
+    finally:
+        await pg.close()
+
+
+async def test_counts_a_write_behind_the_triggers_changed_are_found_and_counted_again(
+    storage: Storage, clock: FakeClock, database_url: str
+) -> None:
+    tasks = in_queue("a", [new(), new()]) + in_queue("b", [new()]) + in_queue("c", [new()])
+    await storage.enqueue(tasks, clock())
+    await storage.fold_task_counts()
+    assert await storage.miscounted_queues() == []
+    # What a restore with triggers disabled leaves: counts of tasks that are not there, or
+    # none for tasks that are.
+    await behind_workly(database_url, "INSERT INTO task_counts (queue, status, n) VALUES ('a', 'failed', 5)")
+    await behind_workly(database_url, "DELETE FROM task_counts WHERE queue = 'c'")
+    assert await storage.miscounted_queues() == ["a", "c"]
+    await storage.recount_tasks()
+    assert await storage.miscounted_queues() == []
+    await assert_counts_true(storage)
+    await storage.enqueue(in_queue("c", [new()]), clock())  # the triggers go on from the new count
+    await storage.fold_task_counts()
+    await assert_counts_true(storage)

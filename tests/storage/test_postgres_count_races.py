@@ -6,6 +6,7 @@ an uncommitted change nor a second fold is lost or counted twice.
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -13,8 +14,12 @@ import pytest
 from tests.storage.helpers import new, result_for, token
 from tests.support.clock import FakeClock
 from tests.support.pg_waits import wait_for_lock_waiters
+from workly.delivery_stats import MinuteStats, minute_of
+from workly.storage import postgres as postgres_module
+from workly.storage.migrator import pending
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
+from workly.storage.stats_rows import minute_params
 
 pytestmark = pytest.mark.postgres
 MARGIN = 30.0
@@ -107,3 +112,93 @@ async def test_concurrent_writers_and_folds_end_with_the_true_counts(pg_url: str
     finally:
         for storage in storages:
             await storage.close()
+
+
+async def test_a_truncate_during_a_fold_leaves_no_counts(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        for _ in range(5):
+            await storage.enqueue([new()], clock())
+        fold = pg.transaction()
+        await fold.start()
+        await pg.execute(postgres_queries().fold_task_counts.sql)  # its sum inserted, not committed
+        operator = await asyncpg.connect(pg_url)
+        truncate = asyncio.create_task(operator.execute("TRUNCATE tasks CASCADE"))
+        await wait_for_lock_waiters(pg, 1)
+        await fold.commit()
+        async with asyncio.timeout(10):
+            await truncate
+        await operator.close()
+        assert await kept(pg) == await truth(pg) == {}
+    finally:
+        await storage.close()
+
+
+async def test_the_fold_leaves_folded_counts_alone(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        await storage.enqueue([new(), new(queue="b")], clock())
+        await storage.enqueue([new()], clock())
+        await storage.fold_task_counts()
+        rows = await pg.fetch("SELECT ctid, queue, status, n FROM task_counts ORDER BY queue")
+        assert [(row["queue"], row["n"]) for row in rows] == [("b", 1), ("q", 2)]
+        await storage.fold_task_counts()  # nothing changed: no row rewritten (no WAL, no dead rows)
+        assert await pg.fetch("SELECT ctid, queue, status, n FROM task_counts ORDER BY queue") == rows
+    finally:
+        await storage.close()
+
+
+async def test_flushes_of_the_same_minutes_wait_for_each_other_without_a_deadlock(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    first, second = (MinuteStats("queue", name, minute_of(clock()), succeeded=1) for name in ("a", "b"))
+    upsert = postgres_queries().add_delivery_minute
+    try:
+        other = pg.transaction()  # another process's flush, in key order: "a" first
+        await other.start()
+        await pg.execute(upsert.sql, *upsert.args(minute_params(first, first.minute)))
+        flush = asyncio.create_task(storage.add_delivery_minutes([second, first]))  # counted b first
+        await wait_for_lock_waiters(pg, 1)  # waits for "a" before it takes "b"
+        await pg.execute(upsert.sql, *upsert.args(minute_params(second, second.minute)))
+        await other.commit()
+        async with asyncio.timeout(10):
+            await flush
+        stored = await storage.delivery_minutes("queue", None, first.minute)
+        assert [(row.name, row.succeeded) for row in stored] == [("a", 2), ("b", 2)]
+    finally:
+        await storage.close()
+
+
+async def test_migration_0014_counts_the_writes_it_waited_for_whatever_the_default_isolation(
+    pg_fresh_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = await asyncpg.connect(pg_fresh_db)
+    database = urlsplit(pg_fresh_db).path.lstrip("/")
+    isolation = "SET default_transaction_isolation = 'repeatable read'"  # this test's database only
+    await admin.execute(f'ALTER DATABASE "{database}" {isolation}')
+    await admin.close()
+    storage = await PostgresStorage.open(pg_fresh_db)
+    writer = await asyncpg.connect(pg_fresh_db)
+    try:
+        with monkeypatch.context() as patch:  # the schema of before 0014
+            patch.setattr(postgres_module, "pending", lambda dialect, current: pending(dialect, current)[:13])
+            assert await storage.migrate() == list(range(1, 14))
+        enqueue = "SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')"
+        await writer.execute(enqueue)
+        writing = writer.transaction()
+        await writing.start()
+        await writer.execute(enqueue)  # in flight when the migration starts
+        migrating = asyncio.create_task(storage.migrate())
+        await wait_for_lock_waiters(writer, 1)  # 0014 waits for the writer to commit
+        await writing.commit()
+        async with asyncio.timeout(30):
+            assert await migrating == [14, 15]
+        assert await kept(writer) == await truth(writer) == {("q", "ready"): 2}
+    finally:
+        await writer.close()
+        await storage.close()

@@ -58,3 +58,11 @@ def test_latency_lines_break_where_a_minute_had_no_attempts() -> None:
     assert len(p95.segments) == 2  # minutes 5 and 4 joined; minute 1 alone after the gap
     assert chart.ticks[-1].label == "500 ms"
     assert p95.points[1].y == pytest.approx(TOP)  # the slowest point tops the scale
+    assert p95.points[1].bound == "≤ 500 ms"
+
+
+def test_attempts_slower_than_the_last_bound_read_as_more_than_it() -> None:
+    stuck = at(2, failed=3)
+    stuck.buckets[bucket_of(30_000)] = 3
+    [p50, _] = latency_chart(hour(stuck)).lines
+    assert [(point.ms, point.bound) for point in p50.points] == [(10_000, "> 10000 ms")]

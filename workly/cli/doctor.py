@@ -1,5 +1,6 @@
 """`workly doctor`: check the settings and the database a server would run with, and say what
-to fix (workly/service/doctor.py). Exit 1 when something would stop `workly serve`."""
+to fix (workly/service/doctor.py). Exit 1 when something would stop `workly serve`. And
+`workly recount`, the fix for the task counts it may find wrong."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from workly.cli.checks import invalid_settings
 
 def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)
+    app.command("recount")(recount)
 
 
 def doctor() -> None:
@@ -39,3 +41,25 @@ def doctor() -> None:
     typer.echo(f"\n{failed} to fix, {warned} to look at" if failed or warned else "\nall good")
     if failed:
         raise typer.Exit(code=1)
+
+
+def recount() -> None:
+    """Count the tasks again into the kept counts of GET /v1/queues and the dashboard (what
+    `workly doctor` asks for when they disagree with the tasks). Writers wait meanwhile."""
+    from workly.cli.checks import NO_DATABASE, fail, load_settings
+    from workly.database_url import redacted
+    from workly.errors import ConfigError, StorageError
+    from workly.service.core import open_configured_storage
+    from workly.service.doctor import recount as recount_tasks
+
+    settings = load_settings()
+    if not settings.database_url:
+        fail("WORKLY_DATABASE_URL is not set")
+    try:
+        miscounted = asyncio.run(recount_tasks(settings, open_configured_storage))
+    except ConfigError as exc:
+        fail(str(exc))
+    except StorageError as exc:
+        fail(f"cannot recount {redacted(settings.database_url)}: {exc}", NO_DATABASE)
+    wrong = f"they were wrong for {', '.join(miscounted)}" if miscounted else "they were right"
+    typer.echo(f"counted the tasks again; {wrong}")

@@ -114,10 +114,42 @@ async def check_database(
         await storage.close()
 
 
-async def _database_state(storage: Storage, settings: Settings, now: datetime | None) -> list[Finding]:
+async def _counts(storage: Storage) -> Finding:
+    miscounted = await storage.miscounted_queues()
+    if not miscounted:
+        return Finding("ok", "counts", "the kept task counts agree with the tasks")
+    shown = ", ".join(miscounted[:10]) + (f" and {len(miscounted) - 10} more" if len(miscounted) > 10 else "")
+    return Finding(
+        "warn", "counts", f"the kept task counts of {shown} disagree with their tasks (a write that fired "
+        "no trigger, such as a restore with triggers disabled): `workly recount` counts them again",
+    )  # fmt: skip
+
+
+async def recount(settings: Settings, open_storage: Opener) -> list[str]:
+    """`workly recount`: count the tasks again into the kept counts; the queues that were wrong."""
+    storage = await open_storage(settings)
+    try:
+        if await storage.schema_version() < _latest(settings):
+            raise ConfigError("the database is not migrated: `workly migrate` first")
+        miscounted = await storage.miscounted_queues()
+        await storage.recount_tasks()
+        return miscounted
+    finally:
+        await storage.close()
+
+
+def _dialect(settings: Settings) -> Literal["postgres", "sqlite"]:
     assert settings.database_url is not None
-    dialect: Literal["postgres", "sqlite"] = "sqlite" if is_sqlite(settings.database_url) else "postgres"
-    latest = max(migration.version for migration in load_migrations(dialect))
+    return "sqlite" if is_sqlite(settings.database_url) else "postgres"
+
+
+def _latest(settings: Settings) -> int:
+    return max(migration.version for migration in load_migrations(_dialect(settings)))
+
+
+async def _database_state(storage: Storage, settings: Settings, now: datetime | None) -> list[Finding]:
+    dialect = _dialect(settings)
+    latest = _latest(settings)
     version = await storage.schema_version()
     schema = f"schema version {version}" + (
         "" if dialect == "sqlite" else f" in schema {settings.database_schema}"
@@ -128,7 +160,7 @@ async def _database_state(storage: Storage, settings: Settings, now: datetime | 
     elif version > latest:
         found = [Finding("fail", "database", f"{schema} is newer than this Workly's ({latest}): upgrade it")]
     else:
-        found = [Finding("ok", "database", f"{schema}, up to date")]
+        found = [Finding("ok", "database", f"{schema}, up to date"), await _counts(storage)]
     if await storage.needs_vacuum():
         vacuum = "autovacuum is off: Workly vacuums its own tables every 10 s (WORKLY_VACUUM_INTERVAL)"
         found.append(Finding("warn", "database", f"{vacuum}, but autovacuum on is better"))

@@ -333,6 +333,13 @@ class Storage(Protocol):
         """Tidy the kept counts (PostgreSQL: fold the rows appended per statement into one
         per queue and status; SQLite: drop zeros). Safe in several processes at once."""
 
+    async def miscounted_queues(self) -> list[str]:
+        """The queues whose kept counts differ from their tasks (a write that fired no
+        trigger: triggers disabled, a restore); reads the whole tasks table (for doctor)."""
+
+    async def recount_tasks(self) -> None:
+        """Replace the kept counts by a count of the tasks (writers wait meanwhile)."""
+
     async def add_delivery_minutes(self, stats: Sequence[MinuteStats]) -> None:
         """Add these counts to the stored ones of their series and minute (other processes
         add theirs too), in one transaction."""

@@ -128,7 +128,9 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, P
 
     async def migrate(self) -> list[int]:
         applied = []
-        async with self._pool.acquire() as conn, conn.transaction():
+        # READ COMMITTED whatever the server's default: a migration that counts a table
+        # after locking it (0014) must see the writes committed while it waited.
+        async with self._pool.acquire() as conn, conn.transaction(isolation="read_committed"):
             # Not bounded by the statement timeout: waiting for another process's migration,
             # or building an index over a large table, may rightly take minutes.
             await _execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
@@ -378,6 +380,7 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, P
             if await _fetchval(conn, self._q.delete_queue, name=name) is None:
                 raise QueueNotFound(name)
             await _execute(conn, self._q.delete_queue_releases, queue=name)
+            await _execute(conn, self._q.delete_queue_minutes, queue=name)
 
     async def purge_queue(self, name: str) -> int:
         async with self._pool.acquire() as conn, conn.transaction():

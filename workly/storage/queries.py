@@ -155,15 +155,20 @@ class CommonQueries:
     next_schedule_at: Query
     # Counts and charts (sql/<dialect>_stats.sql).
     fold_task_counts: Query
+    miscounted_queues: Query
+    clear_task_counts: Query
+    count_tasks_into_counts: Query
     add_delivery_minute: Query
     delivery_minutes: Query
     delivery_minutes_of_scope: Query
     prune_delivery_minutes: Query
+    delete_queue_minutes: Query
 
 
 @dataclass(frozen=True, slots=True)
 class PostgresQueries(CommonQueries):
     enqueue_tasks: Query
+    lock_for_recount: Query
     list_all_tasks_by_status: Query
     lock_queue_of_task: Query
     # Cross-process wake-ups, vacuum, and the locks and counters that keep queue limits

@@ -358,6 +358,7 @@ def _update_queue(db: Db, name: str, change: QueueChange, now_us: int) -> Queue:
 def _delete_queue(db: Db, name: str) -> None:
     if not fetchall(db, _q().delete_queue, {"name": name}):
         raise QueueNotFound(name)
+    execute(db, _q().delete_queue_minutes, {"queue": name})
 
 
 def _purge_queue(db: Db, name: str) -> int:

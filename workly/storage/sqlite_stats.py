@@ -11,9 +11,9 @@ from datetime import datetime
 from workly.delivery_stats import MinuteStats, Scope
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import sqlite_queries
-from workly.storage.sqlite_statements import execute, execute_many, fetchall, from_us, to_us
+from workly.storage.sqlite_statements import Db, execute, execute_many, fetchall, from_us, to_us
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
-from workly.storage.stats_rows import minute_from_row, minute_params
+from workly.storage.stats_rows import in_key_order, minute_from_row, minute_params
 
 _q = sqlite_queries
 
@@ -23,12 +23,19 @@ class SqliteStats:
     _writer: SqliteThread
     _reader: SqliteThread
     _bookkeeping: SynchronousMode
+    _acknowledged: SynchronousMode
 
     async def fold_task_counts(self) -> None:
         await self._writer.transaction(self._bookkeeping, execute, _q().fold_task_counts)
 
+    async def miscounted_queues(self) -> list[str]:
+        return [row["queue"] for row in await self._reader.run(fetchall, _q().miscounted_queues, {})]
+
+    async def recount_tasks(self) -> None:
+        await self._writer.transaction(self._acknowledged, _recount_tasks)
+
     async def add_delivery_minutes(self, stats: Sequence[MinuteStats]) -> None:
-        params = [minute_params(row, to_us(row.minute)) for row in stats]
+        params = [minute_params(row, to_us(row.minute)) for row in in_key_order(stats)]
         await self._writer.transaction(self._bookkeeping, execute_many, _q().add_delivery_minute, params)
 
     async def delivery_minutes(self, scope: Scope, name: str | None, since: datetime) -> list[MinuteStats]:
@@ -44,3 +51,8 @@ class SqliteStats:
         await self._writer.transaction(
             self._bookkeeping, execute, _q().prune_delivery_minutes, {"before": to_us(before)}
         )
+
+
+def _recount_tasks(db: Db) -> None:
+    execute(db, _q().clear_task_counts)
+    execute(db, _q().count_tasks_into_counts)

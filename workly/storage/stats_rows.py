@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from workly.delivery_stats import BUCKETS_MS, MinuteStats
 
 BUCKET_COLUMNS = tuple(f"b{index}" for index in range(len(BUCKETS_MS)))
+
+
+def in_key_order(stats: Iterable[MinuteStats]) -> list[MinuteStats]:
+    """The rows as every process writes them: in one order, so that two flushes' upserts
+    of the same rows never wait for each other in a cycle (a deadlock on PostgreSQL)."""
+    return sorted(stats, key=lambda row: (row.scope, row.name, row.minute))
 
 
 def minute_params(stats: MinuteStats, minute: Any) -> dict[str, Any]:

@@ -57,6 +57,11 @@ class Point:
     x: float
     y: float
     ms: float
+    over: bool  # the attempts took more than ``ms`` (the last bucket has no upper bound)
+
+    @property
+    def bound(self) -> str:
+        return f"{'>' if self.over else '≤'} {self.ms:g} ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,19 +156,20 @@ def deliveries_chart(minutes: Sequence[MinuteStats], now: datetime) -> Chart:
 
 
 def latency_chart(minutes: Sequence[MinuteStats]) -> Chart:
-    series = {name: [m.percentile_ms(q) for m in minutes] for name, q in (("p50", 0.5), ("p95", 0.95))}
-    top = nice_ceiling(max((ms for values in series.values() for ms in values if ms is not None), default=0))
+    series = {name: [m.percentile(q) for m in minutes] for name, q in (("p50", 0.5), ("p95", 0.95))}
+    top = nice_ceiling(max((p.ms for values in series.values() for p in values if p is not None), default=0))
     slot = PLOT_W / len(minutes)
     lines = []
     for name, values in series.items():
         points: list[Point] = []
         segments: list[str] = []
         run: list[str] = []
-        for index, (stats, ms) in enumerate(zip(minutes, values, strict=True)):
-            if ms is None:
+        for index, (stats, found) in enumerate(zip(minutes, values, strict=True)):
+            if found is None:
                 segments, run = _close(segments, run), []
                 continue
-            point = Point(_iso(stats.minute), LEFT + slot * (index + 0.5), TOP + PLOT_H * (1 - ms / top), ms)
+            y = TOP + PLOT_H * (1 - found.ms / top)
+            point = Point(_iso(stats.minute), LEFT + slot * (index + 0.5), y, found.ms, found.over)
             points.append(point)
             run.append(f"{point.x:.1f},{point.y:.1f}")
         lines.append(Line(name, _close(segments, run), points))

@@ -52,10 +52,17 @@ BEGIN
 END
 $$;
 
+-- TRUNCATE, not DELETE: a DELETE would miss the row a fold in progress inserts (it commits
+-- after this statement's snapshot), and keep counts of tasks that are gone. When the
+-- statement truncates task_counts too, it already has (the triggers run after it).
 CREATE FUNCTION @schema@.workly_count_no_tasks() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    DELETE FROM @schema@.task_counts;
+    BEGIN
+        TRUNCATE @schema@.task_counts;
+    EXCEPTION WHEN object_in_use THEN
+        NULL;  -- "cannot TRUNCATE task_counts because it is being used": it is in the statement
+    END;
     RETURN NULL;
 END
 $$;

@@ -3,12 +3,46 @@
 -- (delivery_minutes, migration 0015, workly/delivery_stats.py).
 
 -- name: fold_task_counts
--- The rows the triggers appended become one per queue and status (none for a zero). Safe
--- next to writers and other folds: a row committed after this statement began is neither
--- deleted nor counted, and a row another fold deleted first is skipped.
-WITH taken AS (DELETE FROM task_counts RETURNING queue, status, n)
+-- The rows the triggers appended become one per queue and status (none for a zero); a
+-- queue and status already down to one row is left alone, so a quiet install writes
+-- nothing. Safe next to writers and other folds (READ COMMITTED): a row committed after
+-- this statement began is neither deleted nor counted, and a row another fold deleted
+-- first is skipped.
+WITH unfolded AS (
+    SELECT queue, status FROM task_counts GROUP BY queue, status HAVING count(*) > 1 OR sum(n) = 0
+), taken AS (
+    DELETE FROM task_counts AS c USING unfolded AS u
+    WHERE c.queue = u.queue AND c.status = u.status
+    RETURNING c.queue, c.status, c.n
+)
 INSERT INTO task_counts (queue, status, n)
 SELECT queue, status, sum(n) FROM taken GROUP BY queue, status HAVING sum(n) <> 0;
+
+-- name: miscounted_queues
+-- The kept counts against the tasks, in one snapshot: a queue is listed when any of its
+-- statuses' sums differ.
+SELECT DISTINCT queue FROM (
+    SELECT queue, status, sum(n) AS n FROM (
+        SELECT queue, status, n FROM task_counts
+        UNION ALL
+        SELECT queue, status, -count(*) FROM tasks GROUP BY queue, status
+    ) AS both_sides
+    GROUP BY queue, status
+    HAVING sum(n) <> 0
+) AS differing
+ORDER BY queue;
+
+-- name: lock_for_recount
+-- Writers of tasks and folds wait from here to the commit (in this order, the one the
+-- triggers take them in), so the count after it sees every committed change.
+LOCK TABLE tasks, task_counts IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: clear_task_counts
+DELETE FROM task_counts;
+
+-- name: count_tasks_into_counts
+INSERT INTO task_counts (queue, status, n)
+SELECT queue, status, count(*) FROM tasks GROUP BY queue, status;
 
 -- name: add_delivery_minute
 -- A process's counts of one series and minute, added to what other processes wrote.
@@ -46,3 +80,7 @@ ORDER BY name, minute;
 
 -- name: prune_delivery_minutes
 DELETE FROM delivery_minutes WHERE minute < :before;
+
+-- name: delete_queue_minutes
+-- With its queue: a queue made again under the name starts with an empty chart.
+DELETE FROM delivery_minutes WHERE scope = 'queue' AND name = :queue;

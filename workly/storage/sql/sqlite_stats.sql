@@ -6,6 +6,27 @@
 -- The triggers keep one row per queue and status; a queue's emptied rows go.
 DELETE FROM task_counts WHERE n = 0;
 
+-- name: miscounted_queues
+-- The kept counts against the tasks, in one snapshot: a queue is listed when any of its
+-- statuses' sums differ.
+SELECT DISTINCT queue FROM (
+    SELECT queue, status, sum(n) AS n FROM (
+        SELECT queue, status, n FROM task_counts
+        UNION ALL
+        SELECT queue, status, -count(*) FROM tasks GROUP BY queue, status
+    ) AS both_sides
+    GROUP BY queue, status
+    HAVING sum(n) <> 0
+) AS differing
+ORDER BY queue;
+
+-- name: clear_task_counts
+DELETE FROM task_counts;
+
+-- name: count_tasks_into_counts
+INSERT INTO task_counts (queue, status, n)
+SELECT queue, status, count(*) FROM tasks GROUP BY queue, status;
+
 -- name: add_delivery_minute
 -- A process's counts of one series and minute, added to what other processes wrote.
 INSERT INTO delivery_minutes (scope, name, minute, succeeded, retried, failed, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11)
@@ -42,3 +63,7 @@ ORDER BY name, minute;
 
 -- name: prune_delivery_minutes
 DELETE FROM delivery_minutes WHERE minute < :before;
+
+-- name: delete_queue_minutes
+-- With its queue: a queue made again under the name starts with an empty chart.
+DELETE FROM delivery_minutes WHERE scope = 'queue' AND name = :queue;

@@ -1,0 +1,94 @@
+"""The charts' history (service/delivery_history.py) against a real SQLite storage: what a
+process counted is written once, whether its write fails, is cancelled or is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+
+from tests.support.clock import FakeClock
+from workly.delivery_stats import MinuteStats, Rollup, minute_of
+from workly.errors import StorageUnavailable
+from workly.service.delivery_history import DeliveryHistory
+from workly.storage.base import Storage
+from workly.storage.factory import open_storage
+
+
+class GatedStorage:
+    """A real storage whose writes of delivery minutes wait for the test (or fail once)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.fail_next = False
+
+    async def add_delivery_minutes(self, stats: Sequence[MinuteStats]) -> None:
+        self.entered.set()
+        await self.release.wait()
+        if self.fail_next:
+            self.fail_next = False
+            raise StorageUnavailable("the database went away")
+        await self.storage.add_delivery_minutes(stats)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.storage, name)
+
+
+@pytest.fixture
+async def gated(sqlite_url: str) -> AsyncIterator[GatedStorage]:
+    storage = await open_storage(sqlite_url)
+    await storage.migrate()
+    yield GatedStorage(storage)
+    await storage.close()
+
+
+def deliveries(rollup: Rollup, clock: FakeClock, count: int) -> None:
+    for _ in range(count):
+        rollup.add("q", None, clock(), "succeeded", 0.02)
+
+
+async def stored_succeeded(gated: GatedStorage, clock: FakeClock) -> int:
+    rows = await gated.storage.delivery_minutes("queue", "q", minute_of(clock()))
+    return sum(row.succeeded for row in rows)
+
+
+async def shown(history: DeliveryHistory) -> int:
+    return sum(row.succeeded for row in await history.last_minutes("queue", "q", 1))
+
+
+async def test_a_cancelled_flush_lets_its_write_finish_and_nothing_is_written_twice(
+    gated: GatedStorage, clock: FakeClock
+) -> None:
+    rollup = Rollup()
+    history = DeliveryHistory(gated, clock, rollup)
+    deliveries(rollup, clock, 3)
+    flush = asyncio.create_task(history.flush())
+    await gated.entered.wait()
+    assert await shown(history) == 3  # in flight: still shown, from this process
+    flush.cancel()  # the housekeeper stopping
+    with pytest.raises(asyncio.CancelledError):
+        await flush
+    deliveries(rollup, clock, 2)
+    gated.release.set()
+    await history.flush()  # the last flush, at stop: waits for the write, then writes the rest
+    assert await stored_succeeded(gated, clock) == 5
+    assert await shown(history) == 5
+
+
+async def test_a_failed_write_is_written_by_the_next_flush(gated: GatedStorage, clock: FakeClock) -> None:
+    rollup = Rollup()
+    history = DeliveryHistory(gated, clock, rollup)
+    deliveries(rollup, clock, 4)
+    gated.fail_next = True
+    gated.release.set()
+    with pytest.raises(StorageUnavailable):
+        await history.flush()
+    assert await stored_succeeded(gated, clock) == 0
+    assert await shown(history) == 4  # kept, not lost
+    await history.flush()
+    assert await stored_succeeded(gated, clock) == 4
+    assert await shown(history) == 4
