@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from types import FrameType
 from typing import Any
 
 from fastapi import FastAPI
@@ -44,10 +46,10 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.start()
-        try:
-            yield
-        finally:
-            with _second_signal_stops_now(service):
+        with _second_signal_stops_now(service):
+            try:
+                yield
+            finally:
                 await service.stop()
 
     app = FastAPI(
@@ -77,20 +79,43 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     return _guarded(FastEnqueue(app, service), settings, tokens)
 
 
+# A signal within this long of the first is the same stop: a Ctrl-C in a terminal (or
+# systemd's stop) signals every process of the group, and under --workers the supervisor
+# passes it on to the workers as well, a fraction of a second later.
+SAME_STOP_SECONDS = 1.0
+
+
 @contextmanager
 def _second_signal_stops_now(service: Service) -> Iterator[None]:
-    """While the service stops (the first SIGINT or SIGTERM started that), another one
-    stops it at once instead of waiting out WORKLY_SHUTDOWN_GRACE. Only the main thread can
-    handle signals; elsewhere (an app served in a test's thread) nothing changes."""
+    """While the app serves, the first SIGINT or SIGTERM goes to the server (uvicorn: it stops
+    taking requests, then the service stops, giving deliveries WORKLY_SHUTDOWN_GRACE);
+    another one, a second or more later, stops the service at once, instead of uvicorn's
+    forced exit, which would skip the service's stop (results unrecorded, nothing closed).
+    Only the main thread can handle signals; elsewhere (an app served in a test's thread)
+    nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     loop = asyncio.get_running_loop()
+    first: float | None = None
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    def stop_now(signum: int, frame: object) -> None:
-        loop.call_soon_threadsafe(service.stop_now)
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal first
+        now = time.monotonic()
+        if first is None:
+            first = now
+            server = before[signal.Signals(signum)]
+            if callable(server):  # uvicorn's: it stops serving, then the lifespan stops the service
+                server(signum, frame)
+            else:  # no handler of a server's: what the signal would have done
+                signal.signal(signum, signal.SIG_DFL)
+                signal.raise_signal(signum)
+        elif now - first >= SAME_STOP_SECONDS:
+            loop.call_soon_threadsafe(service.stop_now)
 
-    before = {sig: signal.signal(sig, stop_now) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in before:
+        signal.signal(sig, on_signal)
     try:
         yield
     finally:

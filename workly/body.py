@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any, NoReturn
 
 from pydantic import JsonValue
 
 from workly.media import header_value, is_json_type
+
+
+def parse_json(data: str | bytes) -> Any:
+    """JSON as JSON defines it: ValueError for NaN and Infinity, which Python's parser takes
+    and no answer of Workly's could carry (they are not JSON)."""
+    return json.loads(data, parse_constant=_not_json)
+
+
+def _not_json(constant: str) -> NoReturn:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def encode_body(

@@ -4,11 +4,10 @@ callbacks a task sends (workly/callbacks.py) all show them this way."""
 from __future__ import annotations
 
 import base64
-import json
 from datetime import datetime
 from typing import Any
 
-from workly.body import encode_body
+from workly.body import encode_body, parse_json
 from workly.media import header_value, is_json_type
 from workly.models import Attempt, NewTask, Task
 
@@ -29,7 +28,7 @@ def body_view(headers: dict[str, str], body: bytes) -> Any:
         return None
     if content_type is not None and is_json_type(content_type):
         try:
-            return json.loads(text)
+            return parse_json(text)
         except ValueError:
             return text
     return text
@@ -48,9 +47,11 @@ def body_round_trips(headers: dict[str, str], body: bytes, view: Any) -> bool:
 
 def body_fields(headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
     """(``body``, ``body_base64``) as a task shows them: one of the two, never both (a large
-    body is not answered twice): ``body`` when it reads as JSON or text, else the bytes."""
+    body is not answered twice): ``body`` when sending it back would store these very
+    bytes, else the bytes (JSON with duplicate keys, spacing, NaN, or bytes that are not
+    UTF-8: what is sent and signed is what is shown)."""
     view = body_view(headers, body)
-    if view is not None:
+    if body_round_trips(headers, body, view):
         return view, None
     return None, base64.b64encode(body).decode() if body else None
 

@@ -51,7 +51,14 @@ def loadtest(
     machine: the server must be allowed to deliver to 127.0.0.1, as `workly dev` is), and
     print enqueue and enqueue→delivery latency; exit 1 if a task was lost or refused."""
     from workly.loadtest import LoadTest, LoadTestError, run_load_test
+    from workly.models import is_queue_name
 
+    if not is_queue_name(queue):
+        fail(f"--queue {queue!r} is not a queue name: letters, digits, '.', '_' and '-', up to 128")
+    if rate * _seconds(duration, "--duration") < 1:
+        fail("--rate times --duration is under one task: nothing would be measured")
+    if json_file is not None and not json_file.parent.is_dir():
+        fail(f"--json {json_file}: no directory {json_file.parent} to write it in")
     test = LoadTest(
         server=server.rstrip("/"), token=token, rate=rate, duration=_seconds(duration, "--duration"),
         warmup=_seconds(warmup, "--warmup"), concurrency=concurrency, queue=queue,
@@ -61,6 +68,9 @@ def loadtest(
         report, summary = asyncio.run(run_load_test(test))
     except LoadTestError as exc:
         fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        kept = f"kept (workly tasks --queue {queue})" if keep else "deleted"
+        fail(f"interrupted: queue {queue} {kept}", code=130)
     typer.echo(report.table())
     typer.echo(f"\n{summary}")
     if json_file is not None:

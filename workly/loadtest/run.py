@@ -14,6 +14,7 @@ nothing the server does not already install.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import sys
@@ -134,15 +135,23 @@ async def _call(client: HttpClient, method: str, url: str, headers: dict[str, st
     return response.status
 
 
-async def _prepare_queue(client: HttpClient, test: LoadTest, headers: dict[str, str]) -> None:
-    """The queue afresh, with max_concurrency raised: only the global in-flight limit applies."""
+async def _make_queue(client: HttpClient, test: LoadTest, headers: dict[str, str]) -> None:
+    """A queue of its own, with max_concurrency raised: only the global in-flight limit
+    applies. Never one that exists: deleting it afterwards would delete someone's tasks."""
     url = f"{test.server}/v1/queues/{test.queue}"
-    deleted = await _call(client, "DELETE", url, headers)
-    if deleted not in (204, 404):
-        raise LoadTestError(f"could not delete queue {test.queue}: HTTP {deleted}")
+    found = await _call(client, "GET", url, headers)
+    if found == 200:
+        raise LoadTestError(
+            f"queue {test.queue} exists, and the load test deletes its queue afterwards: pick another "
+            f"--queue, or delete that one first (workly queue-delete {test.queue} --yes)"
+        )
     made = await _call(client, "PUT", url, headers, b'{"max_concurrency": 10000}')
-    if made not in (200, 201):
+    if made != 201:
         raise LoadTestError(f"could not create queue {test.queue}: HTTP {made}")
+
+
+async def _delete_queue(client: HttpClient, test: LoadTest, headers: dict[str, str]) -> None:
+    await _call(client, "DELETE", f"{test.server}/v1/queues/{test.queue}", headers)
 
 
 async def _measure_ceiling(sink: Sink, seconds: float, concurrency: int) -> float:
@@ -196,8 +205,10 @@ async def run_load_test(test: LoadTest) -> tuple[Report, str]:
     if test.token:
         headers["authorization"] = f"Bearer {test.token}"
     client = HttpClient(policy=_ANYWHERE, max_idle_per_origin=test.concurrency, max_idle=test.concurrency + 8)
+    made = False
     try:
-        await _prepare_queue(client, test, headers)
+        await _make_queue(client, test, headers)
+        made = True
         ceiling = await _measure_ceiling(sink, test.ceiling, test.concurrency) if test.ceiling else None
         run = _Run(test, sink, client, headers)
         began = time.perf_counter()
@@ -210,7 +221,13 @@ async def run_load_test(test: LoadTest) -> tuple[Report, str]:
         result = _report(run, range(first_steady, next_number), (start, end), ceiling)
         clean = not (result.lost or run.errors)
         if clean and not test.keep:
-            await _call(client, "DELETE", f"{test.server}/v1/queues/{test.queue}", headers)
+            await _delete_queue(client, test, headers)
+    except BaseException:  # interrupted (Ctrl-C) or failed: its tasks would wait for a sink that is gone
+        if made and not test.keep:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await _delete_queue(client, test, headers)
+        raise
     finally:
         await client.close()
         await sink.stop()

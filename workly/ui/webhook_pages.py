@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
+from workly.body import parse_json
 from workly.errors import NotFoundError
 from workly.media import is_json_type
 from workly.models import TASK_STATUSES, TaskStatus
@@ -190,7 +191,7 @@ def _payload_text(event: Event) -> str | None:
         return None
     if is_json_type(event.content_type):
         with contextlib.suppress(ValueError):  # not JSON after all: shown as the text it is
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            text = json.dumps(parse_json(text), indent=2, ensure_ascii=False)
     return text
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
+from workly.body import parse_json
 from workly.media import is_json_type
 from workly.web.representation import time_or_null
 from workly.webhooks import Endpoint, Event
@@ -48,7 +48,7 @@ def payload_view(content_type: str, payload: bytes) -> Any:
     """A JSON payload as JSON; null for any other (see payload_base64)."""
     if is_json_type(content_type):
         try:
-            return json.loads(payload)
+            return parse_json(payload)
         except ValueError:
             return None
     return None
