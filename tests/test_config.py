@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from tests.support.servers import TEST_SECRET
 from workly.config import Settings
+from workly.database_url import redacted
 
 
 def test_the_defaults_keep_the_margin_at_three_database_timeouts() -> None:
@@ -84,3 +85,18 @@ def test_the_settings_repr_shows_no_secret() -> None:
     )
     for secret in ("db-password", TEST_SECRET, "api-token-123", "proxy-password"):
         assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://app:hunter2@db/workly", "postgresql://app:***@db/workly"),
+        ("postgresql://app@db/workly?password=hunter2&sslmode=require",
+         "postgresql://app@db/workly?password=***&sslmode=require"),
+        ("postgresql://db/workly?sslpassword=k3y&PASSWORD=x&flag", "postgresql://db/workly?sslpassword=***&PASSWORD=***&flag"),
+        ("postgresql://app@db/workly", "postgresql://app@db/workly"),
+        ("sqlite:///./workly.db", "sqlite:///./workly.db"),
+    ],
+)  # fmt: skip
+def test_a_url_in_a_message_shows_no_password(url: str, shown: str) -> None:
+    assert redacted(url) == shown

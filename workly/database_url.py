@@ -64,9 +64,19 @@ def sqlite_path(url: str) -> Path:
     return Path(path)
 
 
+# Query parameters libpq and asyncpg take a secret from.
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
 def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(":" + parts.password + "@", ":***@")))
+    """The URL without its password (in the address or as ``?password=``), for messages."""
+    parts = original = urlsplit(url)
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(":" + parts.password + "@", ":***@"))
+    if parts.query:
+        query = [
+            f"{name}=***" if name.lower() in _SECRET_PARAMETERS else f"{name}={value}" if sep else name
+            for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
+        ]
+        parts = parts._replace(query="&".join(query))
+    return url if parts == original else urlunsplit(parts)  # as given: sqlite:/// keeps its slashes

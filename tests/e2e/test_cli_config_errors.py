@@ -230,8 +230,44 @@ def test_a_port_in_use_is_refused_before_anything_says_it_listens(tmp_path: Path
             )  # fmt: skip
     assert_refused(result, f"cannot listen on 127.0.0.1:{port}", "another --port")
     assert "listening" not in result.stdout
+    if command == "dev":  # nothing made for a server that did not start
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_version(tmp_path: Path) -> None:
     result = workly("--version", cwd=tmp_path)
     assert (result.returncode, result.stdout.strip()) == (0, f"workly {__version__}")
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "99999"])
+def test_a_port_out_of_range_is_refused(tmp_path: Path, port: str) -> None:
+    result = workly("dev", "--db", str(tmp_path / "w.db"), "--port", port, cwd=tmp_path)
+    assert result.returncode == 2 and "Invalid value for '--port'" in result.stderr, result.stderr
+    assert "listening" not in result.stdout and not (tmp_path / "w.db").exists()
+
+
+def test_a_connection_made_as_soon_as_it_says_it_listens_is_served(tmp_path: Path) -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workly", "dev", "--db", str(tmp_path / "w.db"), "--port", str(port)],
+        env=clean_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        for line in server.stdout:  # the process ends, or says it listens
+            if "listening on" in line:
+                break
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:  # not refused
+            conn.sendall(b"GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := conn.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)  # and closes its output
+
+
+def test_dev_with_a_database_where_no_file_can_be_made(tmp_path: Path) -> None:
+    assert_refused(workly("dev", "--db", "/proc/no/such/w.db", "--port", str(free_port()), cwd=tmp_path),
+                   "cannot write /proc/no/such/w.db.signing-secret", "--db")  # fmt: skip

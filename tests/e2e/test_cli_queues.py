@@ -56,6 +56,8 @@ async def test_configure_show_purge_and_delete_a_queue(e2e: E2E) -> None:
         (["queue-update", "q", "--ordering", "fifo"], "--ordering takes none or key"),
         (["queue-update", "q", "--timeout", "soon"], "not a duration"),
         (["queue-update", "q", "--rate-limit", "fast"], "--rate-limit takes a number or none"),
+        (["queue-update", "q", "--rate-limit", "nan"], "--rate-limit takes a number or none"),
+        (["queue-update", "q", "--rate-limit", "inf"], "--rate-limit takes a number or none"),
         (["queue-update", "bad name!", "--timeout", "5s"], "not a queue name"),
         (["tasks", "--status", "done"], "--status takes ready, running, succeeded, failed, canceled"),
         (["enqueue", "http://127.0.0.1:9/", "--run-at", "tomorrow"], "not a time"),

@@ -199,7 +199,7 @@ async def test_serve_on_sqlite_url_with_one_worker_delivers(
     ]
     assert banner == [
         f"workly serve: database sqlite:///{db}",
-        "workly serve: 1 worker process, each with the API and a dispatcher",
+        "workly serve: 1 worker process, with the API and a dispatcher",
         "workly serve: API tokens required (1 from WORKLY_API_TOKENS)",
         "workly serve: signing with 1 key(s) from WORKLY_SIGNING_SECRET",
         "workly serve: deliveries may reach public addresses and 127.0.0.0/8 ::1/128",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 BAD_SETTING = 2
 NO_DATABASE = 3
+LISTEN_BACKLOG = 2048  # uvicorn's default
 
 
 def fail(reason: str, code: int = BAD_SETTING) -> NoReturn:
@@ -119,5 +120,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
             errno.EADDRNOTAVAIL: "that address is not one of this machine's: check --host",
         }.get(exc.errno or 0, "check --host and --port")
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({hint})")
-    sock.set_inheritable(True)
+    # Listening from here on: a connection made once "listening on" is printed waits in the
+    # backlog until the server accepts it, instead of being refused.
+    sock.listen(LISTEN_BACKLOG)
+    sock.set_inheritable(True)  # the workers of --workers serve this very socket
     return sock

@@ -5,6 +5,7 @@ to fix (workly/service/doctor.py). Exit 1 when something would stop `workly serv
 from __future__ import annotations
 
 import asyncio
+import os
 
 import typer
 
@@ -34,6 +35,8 @@ def doctor() -> None:
             *asyncio.run(check_database(settings, open_configured_storage)),
             *check_settings(settings),
         ]
+    if not os.environ.get("WORKLY_DATABASE_URL"):
+        typer.echo("checking the settings as `workly serve` would use them (`workly dev` makes its own)\n")
     for finding in findings:
         typer.echo(f"{finding.level:<5} {finding.topic:<9} {finding.text}")
     failed = sum(f.level == "fail" for f in findings)

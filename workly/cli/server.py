@@ -6,6 +6,7 @@ anything says it listens), and prints what it runs with; then uvicorn serves."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -57,27 +58,30 @@ def _dev_secret(db: Path) -> str:
             fail(f"{secret_file} is empty: delete it and a new secret is generated")
         return stored
     made = generate_secret()
-    secret_file.parent.mkdir(parents=True, exist_ok=True)
-    secret_file.touch(mode=0o600)
-    secret_file.write_text(made + "\n")
+    try:
+        secret_file.parent.mkdir(parents=True, exist_ok=True)
+        secret_file.touch(mode=0o600)
+        secret_file.write_text(made + "\n")
+    except OSError as exc:
+        fail(f"cannot write {secret_file}: {exc.strerror or exc} (--db: a file in a directory you can write)")
     return made
 
 
 def dev(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 7337,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="port to listen on")] = 7337,
     db: Annotated[Path, typer.Option(help="SQLite database file")] = Path("./workly.db"),
 ) -> None:
     """Run on SQLite in one process: for development and small installs."""
     db = db.resolve()
     settings = load_settings(database_url=f"sqlite:///{db}")  # refuse bad settings before writing files
+    sock = listening_socket(host, port)  # and a port it cannot have: before the database is made
     outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow
     settings = settings.model_copy(update={"signing_secret": _dev_secret(db), "outbound_allow": outbound})
     check_secrets(settings)
     check_outbound(settings)
     configure_logging(settings)
     migrate_first(settings)
-    sock = listening_socket(host, port)
     say = _banner("dev")
     say(f"database {db}")
     current = settings.signing_secrets()[0]
@@ -103,7 +107,7 @@ def dev(
 
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "0.0.0.0",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 7337,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="port to listen on")] = 7337,
     workers: Annotated[int, typer.Option(min=1, help="processes, each with API and dispatcher")] = 1,
 ) -> None:
     """Run in production: needs WORKLY_DATABASE_URL, WORKLY_SIGNING_SECRET and WORKLY_API_TOKENS."""
@@ -128,7 +132,8 @@ def serve(
     say = _banner("serve")
     where = "" if is_sqlite(settings.database_url) else f" (schema {settings.database_schema})"
     say(f"database {redacted(settings.database_url)}{where}")
-    say(f"{workers} worker process{'es' if workers > 1 else ''}, each with the API and a dispatcher")
+    say(f"{workers} worker processes, each with the API and a dispatcher" if workers > 1
+        else "1 worker process, with the API and a dispatcher")  # fmt: skip
     say(f"API tokens required ({len(settings.tokens())} from WORKLY_API_TOKENS)")
     say(f"signing with {len(settings.signing_secrets())} key(s) from WORKLY_SIGNING_SECRET")
     _say_outbound(say, settings)
@@ -136,14 +141,8 @@ def serve(
     try:
         if workers == 1:
             _run(APP_FACTORY, sock, settings)
-        else:  # uvicorn binds again for the workers it spawns: this bind only checked the port
-            sock.close()
-            import uvicorn
-
-            uvicorn.run(
-                APP_FACTORY, factory=True, host=host, port=port, workers=workers,
-                log_level=settings.log_level, access_log=False, log_config=None,
-            )  # fmt: skip
+        else:
+            _run_workers(sock, settings, workers)
     finally:  # uvicorn has joined its workers by now
         if own_metrics_dir is not None:
             del os.environ[_MULTIPROC_ENV]
@@ -162,6 +161,20 @@ def _run(app: object, sock: socket.socket, settings: Settings) -> None:
         log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _run_workers(sock: socket.socket, settings: Settings, workers: int) -> None:
+    """uvicorn's supervisor, its workers serving the socket bound here (what uvicorn.run does
+    for --workers, but without binding again: nothing can take the port in between)."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config(
+        APP_FACTORY, factory=True, workers=workers, log_level=settings.log_level,
+        access_log=False, log_config=None,
+    )  # fmt: skip
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[sock]).run()
 
 
 def _shared_metrics(workers: int) -> str | None:

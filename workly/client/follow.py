@@ -5,18 +5,41 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from workly.client.api import ApiClient
+import typer
+
+from workly.client.api import ApiClient, ClientError
 
 FINAL = frozenset({"succeeded", "failed", "canceled"})
+UNREACHABLE_SECONDS = 60.0  # a server that does not answer (a restart) is waited for this long
+UNKNOWN_OUTCOME = 3  # exit status when the waiting ended before the task did
+INTERRUPTED = 130  # a command stopped by Ctrl-C (128 + SIGINT)
 
 
 def follow_task(api: ApiClient, task_id: str, poll: float = 0.2, longest: float = 5.0) -> dict[str, Any]:
     """The task once it has ended, with its attempts. Asks again after ``poll`` seconds, a
-    little longer each time (up to ``longest``): a task may wait hours for its next attempt."""
-    wait = poll
-    while True:
-        task = api.task(task_id)
-        if task["status"] in FINAL:
-            return {"task": task, "attempts": api.attempts(task_id)}
-        time.sleep(wait)
-        wait = min(longest, wait * 1.5)
+    little longer each time (up to ``longest``): a task may wait hours for its next attempt.
+    A server that does not answer for a while (a restart) is waited for up to
+    UNREACHABLE_SECONDS; then, on another error, or on Ctrl-C, the waiting ends (exit 3, or
+    130): the task goes on, its outcome unknown here, which is not a failure (exit 1)."""
+    wait, unreachable_since = poll, None
+    try:
+        while True:
+            try:
+                task = api.task(task_id)
+                if task["status"] in FINAL:
+                    return {"task": task, "attempts": api.attempts(task_id)}
+                unreachable_since = None
+            except ClientError as exc:
+                if not exc.unreachable:
+                    raise
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > UNREACHABLE_SECONDS:
+                    raise
+            time.sleep(wait)
+            wait = min(longest, wait * 1.5)
+    except KeyboardInterrupt:
+        typer.echo(f"workly: stopped waiting; the task goes on (workly task {task_id})", err=True)
+        raise typer.Exit(code=INTERRUPTED) from None
+    except ClientError as exc:
+        typer.echo(f"workly: {exc}; stopped waiting, the task goes on (workly task {task_id})", err=True)
+        raise typer.Exit(code=UNKNOWN_OUTCOME) from None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 import typer
@@ -112,9 +113,12 @@ def _seconds(text: str | None) -> float | None:
 
 def _number(text: str, option: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise InputError(f"{option} takes a number or none, not {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value):  # nan and inf read as floats, but JSON has no such number
+        raise InputError(f"{option} takes a number or none, not {text!r}")
+    return value
 
 
 def queue_purge(
