@@ -152,3 +152,33 @@ async def test_a_clock_apart_from_the_databases_is_a_warning(pg_url: str) -> Non
     [clock] = [f for f in findings if f.topic == "clock"]
     skew = float(clock.text.split("differ by ")[1].split(" s")[0])
     assert clock.level == "warn" and 29 < skew < 31, clock
+
+
+@pytest.mark.postgres
+def test_an_install_in_another_schema_is_a_failure_as_serve_refuses_it(
+    tmp_path: Path, pg_fresh_db: str
+) -> None:
+    env = {"WORKLY_DATABASE_URL": pg_fresh_db, "WORKLY_SIGNING_SECRET": TEST_SECRET,
+           "WORKLY_API_TOKENS": TEST_TOKEN}  # fmt: skip
+    assert doctor(tmp_path, "migrate", **env, WORKLY_DATABASE_SCHEMA="other").returncode == 0
+    result = doctor(tmp_path, **env)  # no schema configured: serve would refuse to start
+    assert result.returncode == 1, result.stdout
+    [failed] = lines(result, "fail")
+    assert "tables are in schema 'other'" in failed and "WORKLY_DATABASE_SCHEMA=other" in failed
+    assert lines(doctor(tmp_path, **env, WORKLY_DATABASE_SCHEMA="other"), "fail") == []
+
+
+def test_a_sqlite_file_workly_did_not_make_is_said_and_left_as_it_was(tmp_path: Path) -> None:
+    other, empty = tmp_path / "other.db", tmp_path / "empty.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE notes (text TEXT)")  # the rollback journal: not a database of Workly's
+    conn.commit()
+    conn.close()
+    empty.touch()
+    before = {path: path.read_bytes() for path in (other, empty)}
+    for path, said in ((other, "Workly did not make (not in WAL mode)"), (empty, "is empty")):
+        result = doctor(tmp_path, WORKLY_DATABASE_URL=f"sqlite:///{path}", WORKLY_SIGNING_SECRET=TEST_SECRET,
+                        WORKLY_API_TOKENS=TEST_TOKEN)  # fmt: skip
+        assert result.returncode == 0 and said in "\n".join(lines(result, "warn")), result.stdout
+    assert {path: path.read_bytes() for path in (other, empty)} == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.db", "other.db"]

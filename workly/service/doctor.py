@@ -7,10 +7,10 @@ work). Nothing is changed: migrations are counted, not applied.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from workly.config import Settings
@@ -87,6 +87,33 @@ def _outbound(settings: Settings) -> list[Finding]:
 Opener = Callable[[Settings], Awaitable[Storage]]
 
 
+# A SQLite file's header: its first 16 bytes, and at 18 and 19 the format versions, 2 in
+# WAL mode (every database Workly made), 1 in the rollback-journal mode.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_WAL = 2
+
+
+def _sqlite_file(path: Path, shown: str) -> Finding | None:
+    """What to say instead of opening ``path``, or None when it is one Workly made."""
+    if not path.exists():
+        return Finding("warn", "database", f"{shown} does not exist yet: the first server's start makes it")
+    try:
+        with path.open("rb") as file:
+            header = file.read(20)
+    except OSError as exc:
+        return Finding("fail", "database", f"cannot read {shown}: {exc.strerror or exc}")
+    if not header:
+        return Finding("warn", "database", f"{shown} is empty: the first server's start makes it a database")
+    if len(header) < 20 or not header.startswith(_SQLITE_MAGIC):
+        return Finding("fail", "database", f"{shown} is not a SQLite database")
+    if header[18] != _WAL or header[19] != _WAL:
+        return Finding(
+            "warn", "database", f"{shown} is a SQLite database Workly did not make (not in WAL mode): "
+            "a server would add Workly's tables to it",
+        )  # fmt: skip
+    return None
+
+
 async def check_database(
     settings: Settings, open_storage: Opener, now: datetime | None = None
 ) -> list[Finding]:
@@ -96,9 +123,11 @@ async def check_database(
             Finding("fail", "database", "WORKLY_DATABASE_URL is not set (postgresql://… or sqlite:///path)")
         ]
     shown = redacted(settings.database_url)
-    if is_sqlite(settings.database_url) and not os.path.exists(sqlite_path(settings.database_url)):  # noqa: ASYNC240 - one stat, at start
-        # Opening it would make it: say so instead.
-        return [Finding("warn", "database", f"{shown} does not exist yet: the first server's start makes it")]
+    if is_sqlite(settings.database_url):
+        # Opening a file that is not a Workly database would change it (WAL mode): say so instead.
+        unopened = _sqlite_file(sqlite_path(settings.database_url), shown)
+        if unopened is not None:
+            return [unopened]
     try:
         storage = await open_storage(settings)
     except ConfigError as exc:
@@ -107,7 +136,10 @@ async def check_database(
         cause = exc.__cause__ or exc
         return [Finding("fail", "database", f"cannot reach {shown}: {type(cause).__name__}: {cause}")]
     try:
+        await storage.check_install_location()
         return [Finding("ok", "database", f"{shown} answers"), *await _database_state(storage, settings, now)]
+    except ConfigError as exc:  # what serve would refuse to start with
+        return [Finding("ok", "database", f"{shown} answers"), Finding("fail", "database", str(exc))]
     except StorageError as exc:
         return [Finding("fail", "database", f"{shown}: {exc}")]
     finally:

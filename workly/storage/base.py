@@ -57,6 +57,11 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
+    async def check_install_location(self) -> None:
+        """ConfigError when migrate() would refuse the database because Workly's tables are
+        elsewhere in it (PostgreSQL with no schema configured and an install in another
+        schema). Reads only."""
+
     async def database_now(self) -> datetime | None:
         """The database server's clock (PostgreSQL), to compare with this host's; None when
         the database is a file of this host (SQLite)."""

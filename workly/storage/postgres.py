@@ -150,6 +150,11 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, P
                 applied.append(migration.version)
         return applied
 
+    async def check_install_location(self) -> None:
+        if not self._schema_given:
+            async with self._pool.acquire() as conn:
+                await self._refuse_an_install_elsewhere(conn)
+
     async def _refuse_an_install_elsewhere(self, conn: Connection) -> None:
         """With no schema configured, an install may be in another schema (where a search_path
         put it before the schema was a setting): starting afresh in public would hide its tasks."""

@@ -189,6 +189,9 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
     async def update_queue(self, name: str, change: QueueChange, now: datetime) -> Queue:
         return await self._writer.transaction(self._acknowledged, _update_queue, name, change, to_us(now))
 
+    async def check_install_location(self) -> None:
+        """A SQLite file is the install: there is nowhere else to look."""
+
     async def delete_queue(self, name: str) -> None:
         await self._writer.transaction(self._acknowledged, _delete_queue, name)
 
