@@ -45,8 +45,8 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await service.start()
-        with _second_signal_stops_now(service):
+        with _second_signal_stops_now(service):  # from the start: a Ctrl-C may come while it starts
+            await service.start()
             try:
                 yield
             finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any, NoReturn
 
 from pydantic import JsonValue
@@ -18,13 +19,34 @@ from workly.media import header_value, is_json_type
 
 
 def parse_json(data: str | bytes) -> Any:
-    """JSON as JSON defines it: ValueError for NaN and Infinity, which Python's parser takes
-    and no answer of Workly's could carry (they are not JSON)."""
-    return json.loads(data, parse_constant=_not_json)
+    """JSON as an answer of Workly's can carry it again, unchanged: ValueError for NaN and
+    Infinity (Python's parser takes them; JSON has no such numbers), a number too large for a
+    float (1e400), a key given twice (the second would hide the first) and text no UTF-8
+    answer can hold (a lone surrogate escaped as \\ud800)."""
+    value = json.loads(data, parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_no_repeats)
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except (ValueError, UnicodeEncodeError):
+        raise ValueError("not JSON an answer can carry") from None
+    return value
 
 
 def _not_json(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is too large for a float")
+    return number
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a key given twice")
+    return found
 
 
 def encode_body(

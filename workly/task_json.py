@@ -47,11 +47,11 @@ def body_round_trips(headers: dict[str, str], body: bytes, view: Any) -> bool:
 
 def body_fields(headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
     """(``body``, ``body_base64``) as a task shows them: one of the two, never both (a large
-    body is not answered twice): ``body`` when sending it back would store these very
-    bytes, else the bytes (JSON with duplicate keys, spacing, NaN, or bytes that are not
-    UTF-8: what is sent and signed is what is shown)."""
+    body is not answered twice): ``body`` when it reads as JSON (the JSON; what no answer
+    can carry again unchanged, such as NaN or a key given twice, as its text) or as UTF-8
+    text, else the bytes."""
     view = body_view(headers, body)
-    if body_round_trips(headers, body, view):
+    if view is not None:
         return view, None
     return None, base64.b64encode(body).decode() if body else None
 

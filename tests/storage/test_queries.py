@@ -25,7 +25,7 @@ POSTGRES_ONLY = {
     "lock_queues", "recount_running", "lock_queues_named", "take_sql_arrivals", "sql_arrivals_used",
     "set_sql_limits", "schema_exists", "earlier_install_elsewhere",
     "database_now",  # SQLite is a file of this host: its clock is this host's
-    "lock_for_recount",  # SQLite's one writer already keeps everyone else out
+    "lock_for_recount", "recount_lock_timeout",  # SQLite's one writer already keeps everyone else out
 }  # fmt: skip
 
 

@@ -76,6 +76,7 @@ async def reference_script() -> Response:
 async def reference_asset(name: str) -> FileResponse:
     if name not in _ASSETS:
         raise AssetNotFound(name)
+    # private: it is served behind the API token, so no shared cache may keep it
     return FileResponse(
-        _asset_folder() / name, media_type=_ASSETS[name], headers={"cache-control": "public, max-age=86400"}
+        _asset_folder() / name, media_type=_ASSETS[name], headers={"cache-control": "private, max-age=86400"}
     )

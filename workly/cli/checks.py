@@ -112,6 +112,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        # Listening from here on: a connection made once "listening on" is printed waits in
+        # the backlog until the server accepts it, instead of being refused.
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         hint = {
@@ -120,8 +123,5 @@ def listening_socket(host: str, port: int) -> socket.socket:
             errno.EADDRNOTAVAIL: "that address is not one of this machine's: check --host",
         }.get(exc.errno or 0, "check --host and --port")
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({hint})")
-    # Listening from here on: a connection made once "listening on" is printed waits in the
-    # backlog until the server accepts it, instead of being refused.
-    sock.listen(LISTEN_BACKLOG)
     sock.set_inheritable(True)  # the workers of --workers serve this very socket
     return sock

@@ -50,7 +50,7 @@ def loadtest(
     """Enqueue at a fixed rate through the API to a no-op receiver this command runs (on this
     machine: the server must be allowed to deliver to 127.0.0.1, as `workly dev` is), and
     print enqueue and enqueue→delivery latency; exit 1 if a task was lost or refused."""
-    from workly.loadtest import LoadTest, LoadTestError, run_load_test
+    from workly.loadtest import LoadTest, LoadTestError, LoadTestInterrupted, run_load_test
     from workly.models import is_queue_name
 
     if not is_queue_name(queue):
@@ -66,11 +66,12 @@ def loadtest(
     )  # fmt: skip
     try:
         report, summary = asyncio.run(run_load_test(test))
+    except LoadTestInterrupted as exc:
+        fail(str(exc), code=130)
     except LoadTestError as exc:
         fail(str(exc), code=1)
-    except KeyboardInterrupt:
-        kept = f"kept (workly tasks --queue {queue})" if keep else "deleted"
-        fail(f"interrupted: queue {queue} {kept}", code=130)
+    except KeyboardInterrupt:  # before it made its queue
+        fail("interrupted", code=130)
     typer.echo(report.table())
     typer.echo(f"\n{summary}")
     if json_file is not None:

@@ -7,6 +7,7 @@ anything says it listens), and prints what it runs with; then uvicorn serves."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import shutil
 import socket
@@ -159,8 +160,14 @@ def _run(app: object, sock: socket.socket, settings: Settings) -> None:
         log_level=settings.log_level,
         access_log=False,
         log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
+        timeout_graceful_shutdown=HTTP_DRAIN_SECONDS,
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+# How long a stop waits for the HTTP requests in progress (a client that never finishes its
+# request would hold it forever) before the service's own stop and its delivery grace.
+HTTP_DRAIN_SECONDS = 5
 
 
 def _run_workers(sock: socket.socket, settings: Settings, workers: int) -> None:
@@ -171,10 +178,13 @@ def _run_workers(sock: socket.socket, settings: Settings, workers: int) -> None:
 
     config = uvicorn.Config(
         APP_FACTORY, factory=True, workers=workers, log_level=settings.log_level,
-        access_log=False, log_config=None,
+        access_log=False, log_config=None, timeout_graceful_shutdown=HTTP_DRAIN_SECONDS,
     )  # fmt: skip
+    # Older uvicorn versions took the workers' target; newer ones make it themselves.
+    takes_target = "target" in inspect.signature(Multiprocess).parameters
+    extra = {"target": uvicorn.Server(config).run} if takes_target else {}
     with contextlib.suppress(KeyboardInterrupt):
-        Multiprocess(config, sockets=[sock]).run()
+        Multiprocess(config, sockets=[sock], **extra).run()
 
 
 def _shared_metrics(workers: int) -> str | None:

@@ -14,7 +14,6 @@ nothing the server does not already install.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import json
 import sys
@@ -48,6 +47,10 @@ class LoadTest:
 
 class LoadTestError(Exception):
     """The server refused what the load test needs (its queue), or could not be reached."""
+
+
+class LoadTestInterrupted(LoadTestError):
+    """Ctrl-C: the message says what became of the queue."""
 
 
 @dataclass
@@ -135,6 +138,31 @@ async def _call(client: HttpClient, method: str, url: str, headers: dict[str, st
     return response.status
 
 
+async def _clean_up(
+    client: HttpClient,
+    test: LoadTest,
+    headers: dict[str, str],
+    run: _Run | None,
+    ticker: asyncio.Task[None] | None,
+) -> str:
+    """Stop sending, then delete the queue (again, if an enqueue still in the server made it
+    anew after the first delete: enqueues create missing queues). What became of it."""
+    stopping = [*(run.pending if run else ()), *([ticker] if ticker else [])]
+    for task in stopping:
+        task.cancel()
+    await asyncio.gather(*stopping, return_exceptions=True)
+    try:
+        async with asyncio.timeout(5):
+            for _ in range(3):
+                await _delete_queue(client, test, headers)
+                await asyncio.sleep(0.2)  # what the server had received commits in milliseconds
+                if await _call(client, "GET", f"{test.server}/v1/queues/{test.queue}", headers) == 404:
+                    return "deleted"
+    except (LoadTestError, TimeoutError):
+        pass
+    return f"not deleted (workly queue-delete {test.queue} --yes)"
+
+
 async def _make_queue(client: HttpClient, test: LoadTest, headers: dict[str, str]) -> None:
     """A queue of its own, with max_concurrency raised: only the global in-flight limit
     applies. Never one that exists: deleting it afterwards would delete someone's tasks."""
@@ -205,7 +233,7 @@ async def run_load_test(test: LoadTest) -> tuple[Report, str]:
     if test.token:
         headers["authorization"] = f"Bearer {test.token}"
     client = HttpClient(policy=_ANYWHERE, max_idle_per_origin=test.concurrency, max_idle=test.concurrency + 8)
-    made = False
+    made, run, ticker = False, None, None
     try:
         await _make_queue(client, test, headers)
         made = True
@@ -222,11 +250,14 @@ async def run_load_test(test: LoadTest) -> tuple[Report, str]:
         clean = not (result.lost or run.errors)
         if clean and not test.keep:
             await _delete_queue(client, test, headers)
-    except BaseException:  # interrupted (Ctrl-C) or failed: its tasks would wait for a sink that is gone
+    except asyncio.CancelledError:  # Ctrl-C
+        if not made:
+            raise
+        outcome = "kept" if test.keep else await _clean_up(client, test, headers, run, ticker)
+        raise LoadTestInterrupted(f"interrupted: queue {test.queue} {outcome}") from None
+    except BaseException:  # failed: its tasks would wait for a sink that is gone
         if made and not test.keep:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(5):
-                    await _delete_queue(client, test, headers)
+            await _clean_up(client, test, headers, run, ticker)
         raise
     finally:
         await client.close()

@@ -5,11 +5,14 @@ written yet."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 from workly.clock import Clock
 from workly.delivery_stats import KEPT, MinuteStats, Rollup, Scope, minute_of, per_minute, succeeded_within
 from workly.storage.base import Storage
+
+log = logging.getLogger("workly.housekeeping")
 
 
 class DeliveryHistory:
@@ -25,7 +28,10 @@ class DeliveryHistory:
         store is kept for the next. A cancelled flush leaves its write running (it may
         commit: writing its rows again would count them twice); the next flush, such as
         the last one when the service stops, waits for it first."""
-        await self._finish_write()
+        try:
+            await self._finish_write()
+        except Exception as exc:  # its rows were given back: this flush writes them
+            log.warning("an earlier write of the delivery counts failed: %s", exc)
         taken = self._rollup.take()
         if not taken:
             return

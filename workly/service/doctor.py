@@ -161,6 +161,7 @@ async def recount(settings: Settings, open_storage: Opener) -> list[str]:
     """`workly recount`: count the tasks again into the kept counts; the queues that were wrong."""
     storage = await open_storage(settings)
     try:
+        await storage.check_install_location()
         if await storage.schema_version() < _latest(settings):
             raise ConfigError("the database is not migrated: `workly migrate` first")
         miscounted = await storage.miscounted_queues()

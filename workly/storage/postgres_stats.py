@@ -36,7 +36,8 @@ class PostgresStats:
     async def recount_tasks(self) -> None:
         # READ COMMITTED: each statement after the lock sees what committed before it.
         async with self._pool.acquire() as conn, conn.transaction(isolation="read_committed"):
-            await execute(conn, self._q.lock_for_recount, max_seconds=WHOLE_TABLE_TIMEOUT)
+            await execute(conn, self._q.recount_lock_timeout)
+            await execute(conn, self._q.lock_for_recount)
             await execute(conn, self._q.clear_task_counts)
             await execute(conn, self._q.count_tasks_into_counts, max_seconds=WHOLE_TABLE_TIMEOUT)
 

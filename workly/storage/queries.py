@@ -169,6 +169,7 @@ class CommonQueries:
 class PostgresQueries(CommonQueries):
     enqueue_tasks: Query
     lock_for_recount: Query
+    recount_lock_timeout: Query
     list_all_tasks_by_status: Query
     lock_queue_of_task: Query
     # Cross-process wake-ups, vacuum, and the locks and counters that keep queue limits

@@ -61,7 +61,9 @@ BEGIN
     BEGIN
         TRUNCATE @schema@.task_counts;
     EXCEPTION WHEN object_in_use THEN
-        NULL;  -- "cannot TRUNCATE task_counts because it is being used": it is in the statement
+        -- "being used": the statement truncates task_counts too (then this deletes nothing),
+        -- or this session reads it in an open cursor.
+        DELETE FROM @schema@.task_counts;
     END;
     RETURN NULL;
 END

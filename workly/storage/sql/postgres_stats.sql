@@ -23,14 +23,19 @@ SELECT queue, status, sum(n) FROM taken GROUP BY queue, status HAVING sum(n) <> 
 -- statuses' sums differ.
 SELECT DISTINCT queue FROM (
     SELECT queue, status, sum(n) AS n FROM (
+        SELECT queue, status, -count(*) AS n FROM tasks GROUP BY queue, status
+        UNION ALL  -- tasks first: the order writers and TRUNCATE lock the two tables in
         SELECT queue, status, n FROM task_counts
-        UNION ALL
-        SELECT queue, status, -count(*) FROM tasks GROUP BY queue, status
     ) AS both_sides
     GROUP BY queue, status
     HAVING sum(n) <> 0
 ) AS differing
 ORDER BY queue;
+
+-- name: recount_lock_timeout
+-- A recount that cannot have its lock soon (a VACUUM, a long transaction holds one) gives
+-- up instead of making every writer of tasks queue behind its wait.
+SET LOCAL lock_timeout = '5s';
 
 -- name: lock_for_recount
 -- Writers of tasks and folds wait from here to the commit (in this order, the one the

@@ -11,9 +11,9 @@ DELETE FROM task_counts WHERE n = 0;
 -- statuses' sums differ.
 SELECT DISTINCT queue FROM (
     SELECT queue, status, sum(n) AS n FROM (
+        SELECT queue, status, -count(*) AS n FROM tasks GROUP BY queue, status
+        UNION ALL  -- tasks first: the order writers and TRUNCATE lock the two tables in
         SELECT queue, status, n FROM task_counts
-        UNION ALL
-        SELECT queue, status, -count(*) FROM tasks GROUP BY queue, status
     ) AS both_sides
     GROUP BY queue, status
     HAVING sum(n) <> 0
