@@ -92,3 +92,20 @@ async def test_a_failed_write_is_written_by_the_next_flush(gated: GatedStorage, 
     await history.flush()
     assert await stored_succeeded(gated, clock) == 4
     assert await shown(history) == 4
+
+
+async def test_a_cancelled_write_that_then_fails_is_written_by_the_last_flush(
+    gated: GatedStorage, clock: FakeClock
+) -> None:
+    rollup = Rollup()
+    history = DeliveryHistory(gated, clock, rollup)
+    deliveries(rollup, clock, 2)
+    flush = asyncio.create_task(history.flush())
+    await gated.entered.wait()
+    flush.cancel()  # the housekeeper stopping while the write runs
+    with pytest.raises(asyncio.CancelledError):
+        await flush
+    gated.fail_next = True
+    gated.release.set()
+    await history.flush()  # the service's last flush: the failed write's rows, not its error
+    assert await stored_succeeded(gated, clock) == 2

@@ -14,12 +14,14 @@ from tests.e2e.conftest import FAST_RECOVERY_ENV, dev_args, drop_workly_env
 from tests.support.receiver import running_receiver
 from tests.support.servers import (
     TEST_SECRET,
+    TEST_TOKEN,
     api_client,
     free_port,
     wait_ready,
     workly_subprocess,
 )
 from workly.app import SAME_STOP_SECONDS
+from workly.cli.server import HTTP_DRAIN_SECONDS
 
 pytestmark = pytest.mark.e2e
 GRACE = 1.0
@@ -152,3 +154,31 @@ async def test_a_signal_right_after_the_first_is_the_same_stop_and_the_grace_hol
                 listed = (await client.get("/v1/tasks", params={"queue": "slow"})).json()["tasks"]
     assert {task["id"]: task["status"] for task in listed} == dict.fromkeys(ids, "succeeded")
     assert sorted(r.headers["webhook-id"] for r in receiver.at("/slow")) == sorted(ids)  # each once
+
+
+async def test_a_client_that_never_finishes_its_request_does_not_hold_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drop_workly_env(monkeypatch)
+    port = free_port()
+    args, log = dev_args(tmp_path / "workly.db", port), tmp_path / "workly.log"
+    with workly_subprocess(args, FAST_RECOVERY_ENV, port, log) as server:
+        await asyncio.to_thread(wait_ready, server, port, log)
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = (b"POST /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer " + TEST_TOKEN.encode() + b"\r\n")  # fmt: skip
+        try:
+            writer.write(head + b'Content-Length: 1000\r\n\r\n{"url"')  # and the rest never comes
+            await writer.drain()
+            # A request answered after it: the server has read the first one's head by then.
+            async with api_client(f"http://127.0.0.1:{port}") as client:
+                assert (await client.get("/health/live")).status_code == 200
+            stopping = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(server.wait, 30)
+            took = time.monotonic() - stopping
+        finally:
+            writer.close()
+    assert code in (0, -signal.SIGTERM), log.read_text(errors="replace")
+    assert took < HTTP_DRAIN_SECONDS + 5, f"took {took:.1f}s"  # the drain's limit, not the client's whim
+    assert "Application shutdown complete" in log.read_text(errors="replace")
