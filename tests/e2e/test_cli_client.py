@@ -163,7 +163,10 @@ async def test_unknown_task_wrong_token_and_no_server_exit_1_with_the_reason(e2e
     missing = await workly(e2e, "task", "task_nope")
     assert missing.code == 1 and missing.err == "workly: 404 Not Found: task 'task_nope' does not exist\n"
     wrong = await workly(e2e, "queues", env={"WORKLY_TOKEN": "wrong"})
-    assert wrong.code == 1 and wrong.err.startswith("workly: 401 Unauthorized: Send a valid API token")
+    assert wrong.code == 1
+    assert wrong.err.startswith(
+        "workly: 401 Unauthorized: the server wants a valid API token (--token or WORKLY_TOKEN)"
+    )
     nobody = f"http://127.0.0.1:{free_port()}"
     gone = await workly(e2e, "queues", "--server", nobody)
     assert gone.code == 1 and gone.err.startswith(f"workly: cannot reach {nobody}: ")

@@ -271,3 +271,10 @@ def test_a_connection_made_as_soon_as_it_says_it_listens_is_served(tmp_path: Pat
 def test_dev_with_a_database_where_no_file_can_be_made(tmp_path: Path) -> None:
     assert_refused(workly("dev", "--db", "/proc/no/such/w.db", "--port", str(free_port()), cwd=tmp_path),
                    "cannot write /proc/no/such/w.db.signing-secret", "--db")  # fmt: skip
+
+
+@pytest.mark.postgres
+def test_a_database_that_does_not_exist_is_said_so(tmp_path: Path, pg_url: str) -> None:
+    missing = pg_url.rsplit("/", 1)[0] + "/workly_no_such_database"
+    result = workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL=missing)
+    assert_refused(result, "InvalidCatalogNameError", "create the database (createdb)")

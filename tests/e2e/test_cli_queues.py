@@ -81,6 +81,8 @@ async def test_enqueue_with_a_time_a_timeout_and_an_idempotency_key(e2e: E2E) ->
     assert (first["run_at"], first["timeout"], first["idempotency_key"]) == (
         "2099-01-01T08:00:00Z", 7.0, "order-1",
     )  # fmt: skip
+    said = ok(await workly(e2e, *args[:-1])).out  # as a table: it says the key matched
+    assert said.startswith(first["id"]) and said.rstrip().endswith("(enqueued before: same idempotency key)")
 
 
 async def test_wait_prints_the_outcome_and_exits_by_it(e2e: E2E) -> None:

@@ -224,7 +224,10 @@ async def test_what_the_server_refuses_exits_1_with_its_reason(e2e: E2E) -> None
         run = await workly(e2e, command, "ep_nope")
         assert (run.code, run.err) == (1, "workly: 404 Not Found: endpoint 'ep_nope' does not exist\n"), run
     wrong = await workly(e2e, "endpoints", env={"WORKLY_TOKEN": "wrong"})
-    assert wrong.code == 1 and wrong.err.startswith("workly: 401 Unauthorized: Send a valid API token")
+    assert wrong.code == 1
+    assert wrong.err.startswith(
+        "workly: 401 Unauthorized: the server wants a valid API token (--token or WORKLY_TOKEN)"
+    )
     assert ok(await workly(e2e, "endpoints", "--json")).json()["endpoints"] == []
 
 

@@ -95,10 +95,19 @@ def migrate_first(
     except StorageError as exc:
         cause = exc.__cause__ or exc
         fail(
-            f"{refusal} {redacted(settings.database_url)}: {type(cause).__name__}: "
-            f"{cause} (is it running, and is WORKLY_DATABASE_URL right?)",
+            f"{refusal} {redacted(settings.database_url)}: {type(cause).__name__}: {cause} ({_hint(cause)})",
             unreachable,
         )
+
+
+def _hint(cause: BaseException) -> str:
+    """What to check, by what the database said (the driver's error names it)."""
+    # asyncpg's names: the server runs, but has no such database, or refuses the user
+    if type(cause).__name__ == "InvalidCatalogNameError":
+        return "the server answers: create the database (createdb), or fix its name in WORKLY_DATABASE_URL"
+    if type(cause).__name__ in ("InvalidPasswordError", "InvalidAuthorizationSpecificationError"):
+        return "the server answers: check the user and password in WORKLY_DATABASE_URL"
+    return "is it running, and is WORKLY_DATABASE_URL right?"
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -53,8 +53,10 @@ class ApiClient:
     ) -> None:
         self._http.close()
 
-    def enqueue(self, queue: str, task: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", f"/v1/queues/{_queue(queue)}/tasks", json=task)
+    def enqueue(self, queue: str, task: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The task as stored, and whether it is new (False: an idempotency key matched)."""
+        response = self._request("POST", f"/v1/queues/{_queue(queue)}/tasks", json=task)
+        return self._answer(response), response.status_code == 201
 
     def tasks(self, queue: str | None, status: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
         params = {"queue": queue and _queue(queue), "status": status, "limit": limit, "cursor": cursor}
@@ -234,6 +236,8 @@ def _segment(value: str) -> str:
 
 def _describe_failure(response: httpx.Response, body: Any) -> str:
     """'404 Not Found: task 'x' does not exist' from a problem+json answer, else the status."""
+    if response.status_code == 401:  # the detail names the HTTP header; a CLI user sets an option
+        return f"401 {response.reason_phrase}: the server wants a valid API token (--token or WORKLY_TOKEN)"
     if isinstance(body, dict) and isinstance(body.get("detail"), str):
         return f"{response.status_code} {response.reason_phrase}: {body['detail']}"
     return f"{response.status_code} {response.reason_phrase} from {response.request.url}"

@@ -97,12 +97,19 @@ def enqueue(
         )
     except InputError as exc:
         usage_error(str(exc))
-    stored = ask(server, token, lambda api: api.enqueue(queue, body))
+    created: list[bool] = []
+
+    def send(api: ApiClient) -> dict[str, Any]:
+        stored, is_new = api.enqueue(queue, body)
+        created.append(is_new)
+        return stored
+
+    stored = ask(server, token, send)
     if not wait:
-        show(stored, as_json, render.enqueued)
+        show(stored, as_json, lambda task: render.enqueued(task, created[0]))
         return
     if not as_json:
-        typer.echo(render.enqueued(stored))
+        typer.echo(render.enqueued(stored, created[0]))
     ended = ask(server, token, lambda api: follow_task(api, stored["id"]))
     show(ended, as_json, lambda f: render.task_outcome(f["task"], f["attempts"]))
     if ended["task"]["status"] != "succeeded":

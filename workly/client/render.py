@@ -113,8 +113,9 @@ def task_outcome(task: dict[str, Any], attempts: Sequence[dict[str, Any]]) -> st
     return f"{task['id']} {task['status']} {made}{answer}"
 
 
-def enqueued(task: dict[str, Any]) -> str:
-    return f"{task['id']} {task['status']} in queue {task['queue']}, due {short_time(task['run_at'])}"
+def enqueued(task: dict[str, Any], created: bool = True) -> str:
+    again = "" if created else " (enqueued before: same idempotency key)"
+    return f"{task['id']} {task['status']} in queue {task['queue']}, due {short_time(task['run_at'])}{again}"
 
 
 def _lease_field(task: dict[str, Any]) -> list[tuple[str, Any]]:
