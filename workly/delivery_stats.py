@@ -50,6 +50,10 @@ class MinuteStats:
     failed: int = 0  # failed attempts that ended their task
     buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS_MS))
 
+    def of(self, scope: Scope, name: str | None) -> bool:
+        """Whether this is a minute of that series (``name`` None: of any of ``scope``)."""
+        return self.scope == scope and name in (None, self.name)
+
     @property
     def attempts(self) -> int:
         return self.succeeded + self.retried + self.failed
@@ -129,7 +133,7 @@ class Rollup:
 
     def pending(self, scope: Scope, name: str | None = None) -> list[MinuteStats]:
         """What is not written yet of one series (None: of every series of ``scope``)."""
-        return [s for s in self._counts.values() if s.scope == scope and name in (None, s.name)]
+        return [stats for stats in self._counts.values() if stats.of(scope, name)]
 
 
 def succeeded_within(rows: Iterable[MinuteStats], start: datetime, now: datetime) -> dict[str, int]:

@@ -11,8 +11,28 @@ from workly.client.api import ApiClient, ClientError
 
 FINAL = frozenset({"succeeded", "failed", "canceled"})
 UNREACHABLE_SECONDS = 60.0  # a server that does not answer (a restart) is waited for this long
-UNKNOWN_OUTCOME = 3  # exit status when the waiting ended before the task did
-INTERRUPTED = 130  # a command stopped by Ctrl-C (128 + SIGINT)
+UNKNOWN_OUTCOME = 3  # exit status when the waiting ended before what it waited for
+INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl-C (128 + SIGINT)
+
+
+class Outage:
+    """While asking a server again and again: a spell without an answer (a restart, or
+    502-504) is waited out for up to UNREACHABLE_SECONDS; any other error, or a longer
+    spell, is raised (`workly enqueue --wait`, and the bulk operations' waiting)."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+
+    def answered(self) -> None:
+        self._since = None
+
+    def failed(self, exc: ClientError) -> None:
+        """Returns to ask again later, or raises ``exc``."""
+        if not exc.unreachable:
+            raise exc
+        self._since = self._since or time.monotonic()
+        if time.monotonic() - self._since > UNREACHABLE_SECONDS:
+            raise exc
 
 
 def follow_task(api: ApiClient, task_id: str, poll: float = 0.2, longest: float = 5.0) -> dict[str, Any]:
@@ -21,20 +41,16 @@ def follow_task(api: ApiClient, task_id: str, poll: float = 0.2, longest: float 
     A server that does not answer for a while (a restart) is waited for up to
     UNREACHABLE_SECONDS; then, on another error, or on Ctrl-C, the waiting ends (exit 3, or
     130): the task goes on, its outcome unknown here, which is not a failure (exit 1)."""
-    wait, unreachable_since = poll, None
+    wait, outage = poll, Outage()
     try:
         while True:
             try:
                 task = api.task(task_id)
                 if task["status"] in FINAL:
                     return {"task": task, "attempts": api.attempts(task_id)}
-                unreachable_since = None
+                outage.answered()
             except ClientError as exc:
-                if not exc.unreachable:
-                    raise
-                unreachable_since = unreachable_since or time.monotonic()
-                if time.monotonic() - unreachable_since > UNREACHABLE_SECONDS:
-                    raise
+                outage.failed(exc)
             time.sleep(wait)
             wait = min(longest, wait * 1.5)
     except KeyboardInterrupt:

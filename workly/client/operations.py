@@ -16,6 +16,7 @@ import typer
 from workly.client import render
 from workly.client.api import DEFAULT_SERVER, ApiClient, ClientError
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
+from workly.client.follow import INTERRUPTED, UNKNOWN_OUTCOME, Outage
 from workly.client.inputs import InputError, parse_when
 from workly.models import TASK_STATUSES, is_queue_name
 from workly.operations import CHANGES_FROM, Action
@@ -23,13 +24,10 @@ from workly.operations import CHANGES_FROM, Action
 POLL_SECONDS = 0.3  # how often the progress is read at first: it moves a chunk of up to 1000 tasks at a time
 MAX_POLL_SECONDS = 3.0  # … and at the most, once an operation takes long
 NOT_PICKED_UP_SECONDS = 15.0  # no progress for this long: say why that may be (once)
-UNREACHABLE_SECONDS = 60.0  # a server that does not answer (a restart) is waited for this long
-UNKNOWN_OUTCOME = 3  # exit status when the waiting ended before the operation did
 _NOT_MOVING = (
     "workly: {id} has not moved for {seconds:g} s: is a process with the dispatcher on running "
     "(not WORKLY_DISPATCH=false)? It may also wait behind another operation."
 )
-INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl-C (128 + SIGINT)
 _ERASE_REST = "\x1b[K"  # erase from the cursor to the end of the line (a shorter line leaves no tail)
 _PANEL = "Filter: every task it matches, instead of TASK_ID"
 
@@ -178,7 +176,7 @@ def follow(api: ApiClient, operation: dict[str, Any], progress: ProgressLine | N
     or on an error the server gives, the waiting ends with exit status 3: the operation's
     outcome is unknown, not failed (1)."""
     operation_id = operation["id"]
-    interval, unreachable_since, warned = POLL_SECONDS, None, False
+    interval, outage, warned = POLL_SECONDS, Outage(), False
     last_change = time.monotonic(), operation["updated_at"]
     try:
         while operation["state"] == "running":
@@ -188,13 +186,9 @@ def follow(api: ApiClient, operation: dict[str, Any], progress: ProgressLine | N
             interval = min(interval * 1.5, MAX_POLL_SECONDS)
             try:
                 operation = api.operation(operation_id)
-                unreachable_since = None
+                outage.answered()
             except ClientError as exc:
-                if not exc.unreachable:
-                    raise
-                unreachable_since = unreachable_since or time.monotonic()
-                if time.monotonic() - unreachable_since > UNREACHABLE_SECONDS:
-                    raise
+                outage.failed(exc)
                 continue
             if operation["updated_at"] != last_change[1]:
                 last_change = time.monotonic(), operation["updated_at"]

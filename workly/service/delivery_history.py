@@ -78,5 +78,5 @@ class DeliveryHistory:
 
     def _pending(self, scope: Scope, name: str | None = None) -> list[MinuteStats]:
         """This process's counts not in the table yet: not taken, or in the write in flight."""
-        unwritten = [s for s in self._unwritten if s.scope == scope and name in (None, s.name)]
+        unwritten = [stats for stats in self._unwritten if stats.of(scope, name)]
         return [*self._rollup.pending(scope, name), *unwritten]
