@@ -52,6 +52,16 @@ def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+# json.dumps builds a new encoder for every call with options (4 µs of an enqueue's 15);
+# this one is made once, with no state between calls.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON text, non-ASCII as is; ValueError for NaN and Infinity."""
+    return _COMPACT_JSON.encode(value)
+
+
 def encode_body(
     headers: dict[str, str], body: JsonValue, body_base64: str | None
 ) -> tuple[dict[str, str], bytes]:
@@ -66,7 +76,7 @@ def encode_body(
     elif isinstance(body, str) and not is_json_type(content_type):
         return headers, body.encode()
     try:
-        encoded = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = compact_json(body)
     except ValueError:
         # Python's JSON parser takes NaN and Infinity; JSON does not, so no receiver could.
         raise ValueError("body must not contain NaN or Infinity (not JSON)") from None

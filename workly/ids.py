@@ -13,18 +13,21 @@ import time
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def _base32(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        value, digit = divmod(value, 32)
-        chars.append(_ALPHABET[digit])
-    return "".join(reversed(chars))
+# Two digits at a time from a table: a digit at a time (or base64.b32encode, pure Python
+# on 3.11) cost 5-6 µs an id, a quarter of building a task.
+_PAIRS = [first + second for first in _ALPHABET for second in _ALPHABET]
+_SHIFTS = tuple(range(120, -10, -10))
+
+
+def _base32(value: int) -> str:
+    """The 26 base32 digits of a 128-bit value, most significant first (a ULID's text)."""
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def new_task_id(now_ms: int | None = None) -> str:
     millis = int(time.time() * 1000) if now_ms is None else now_ms
     randomness = int.from_bytes(os.urandom(10), "big")
-    return "task_" + _base32((millis << 80) | randomness, 26)
+    return "task_" + _base32(((millis & (2**48 - 1)) << 80) | randomness)
 
 
 def new_id(prefix: str, now_ms: int | None = None) -> str:

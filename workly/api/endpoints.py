@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Response
-from fastapi.responses import JSONResponse
 
 from workly.api.pages import Cursor, Limit, page
 from workly.api.schemas import ShortText
@@ -15,6 +14,7 @@ from workly.errors import EndpointNotFound
 from workly.models import TaskStatus
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
+from workly.web.responses import JSONResponse
 from workly.web.webhook_representation import endpoint_json
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])

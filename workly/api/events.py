@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Query
-from fastapi.responses import JSONResponse
 
 from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN
 from workly.api.pages import Cursor, Limit, page
@@ -15,6 +14,7 @@ from workly.api.webhook_schemas import EventIn
 from workly.errors import EventNotFound
 from workly.web.dependencies import ServiceDep
 from workly.web.problems import problem
+from workly.web.responses import JSONResponse
 from workly.web.webhook_representation import event_json
 from workly.webhooks import EVENT_TYPE, MAX_EVENT_TYPE
 

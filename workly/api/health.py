@@ -7,11 +7,12 @@ asserts the loop, so an orchestrator pulls such a process.
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from workly.metrics import CONTENT_TYPE
 from workly.web.dependencies import ServiceDep
 from workly.web.problems import problem
+from workly.web.responses import JSONResponse
 
 router = APIRouter(prefix="/health", tags=["health"])
 

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path
-from fastapi.responses import JSONResponse
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from workly.api.pages import Cursor, Limit, page
@@ -16,6 +15,7 @@ from workly.models import QUEUE_NAME, TaskStatus
 from workly.operations import TaskFilter
 from workly.web.dependencies import ServiceDep
 from workly.web.representation import operation_json
+from workly.web.responses import JSONResponse
 from workly.webhooks import EVENT_TYPE, MAX_EVENT_TYPE
 
 router = APIRouter(prefix="/v1/operations", tags=["operations"])

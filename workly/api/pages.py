@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
-from fastapi.responses import JSONResponse
 
 from workly.web import representation as rep
 from workly.web.problems import problem
+from workly.web.responses import JSONResponse
 
 Limit = Annotated[int, Query(ge=1, le=500)]
 Cursor = Annotated[str | None, Query(max_length=64)]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
-from fastapi.responses import JSONResponse
 
 from workly.api.schemas import QueueConfigIn, QueuePatchIn, policy_tuples
 from workly.models import QUEUE_NAME, QueueConfig
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
+from workly.web.responses import JSONResponse
 
 router = APIRouter(prefix="/v1/queues", tags=["queues"])
 

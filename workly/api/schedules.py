@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from workly.api.pages import Cursor, Limit, page
 from workly.api.schedule_schemas import ScheduleIn, SchedulePatchIn
 from workly.errors import ScheduleNotFound
 from workly.web.dependencies import ServiceDep
+from workly.web.responses import JSONResponse
 from workly.web.schedule_representation import schedule_json
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])

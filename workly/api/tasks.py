@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN, DifferentIdempotencyKeys, idempotency_key_of
@@ -20,6 +19,7 @@ from workly.trace_context import TraceContext
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.problems import problem, unsupported_media_type
+from workly.web.responses import JSONResponse
 
 router = APIRouter(prefix="/v1", tags=["tasks"])
 _TASK_BODY = {"required": True, "content": {"application/json": {"schema": inline_json_schema(TaskIn)}}}

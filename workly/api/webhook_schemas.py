@@ -4,7 +4,6 @@ rejected, like every request body of API v1."""
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -23,6 +22,7 @@ from workly.api.schemas import (
     check_run_at,
     policy_tuples,
 )
+from workly.body import compact_json
 from workly.ids import new_id
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, QueueConfig
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
@@ -238,7 +238,7 @@ def _encode_payload(payload: JsonValue, payload_base64: str | None) -> tuple[byt
     if payload_base64 is not None:
         return base64.b64decode(payload_base64), "application/octet-stream"
     try:
-        encoded = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = compact_json(payload)
     except ValueError:
         # Python's JSON parser takes NaN and Infinity; JSON does not, so no receiver could.
         raise ValueError("payload must not contain NaN or Infinity (not JSON)") from None

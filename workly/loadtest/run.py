@@ -182,7 +182,7 @@ async def _delete_queue(client: HttpClient, test: LoadTest, headers: dict[str, s
     await _call(client, "DELETE", f"{test.server}/v1/queues/{test.queue}", headers)
 
 
-async def _measure_ceiling(sink: Sink, seconds: float, concurrency: int) -> float:
+async def measure_ceiling(sink: Sink, seconds: float, concurrency: int) -> float:
     """Requests/s of a plain client posting to the same sink (closed loop)."""
     done = 0
     client = HttpClient(policy=_ANYWHERE, max_idle_per_origin=concurrency, max_idle=concurrency)
@@ -237,7 +237,7 @@ async def run_load_test(test: LoadTest) -> tuple[Report, str]:
     try:
         await _make_queue(client, test, headers)
         made = True
-        ceiling = await _measure_ceiling(sink, test.ceiling, test.concurrency) if test.ceiling else None
+        ceiling = await measure_ceiling(sink, test.ceiling, test.concurrency) if test.ceiling else None
         run = _Run(test, sink, client, headers)
         began = time.perf_counter()
         ticker = None if test.quiet else asyncio.create_task(run.progress(began))

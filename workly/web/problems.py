@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
@@ -27,6 +26,7 @@ from workly.errors import (
     TooLarge,
 )
 from workly.media import is_json_type
+from workly.web.responses import JSONResponse
 
 log = logging.getLogger("workly.api")
 MEDIA_TYPE = "application/problem+json"
