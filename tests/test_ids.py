@@ -36,3 +36,4 @@ def test_the_base32_text_is_the_value_digit_by_digit(value: int) -> None:
 def test_the_time_is_the_first_ten_digits() -> None:
     assert new_task_id(now_ms=0)[5:15] == "0" * 10
     assert new_task_id(now_ms=2**48 - 1)[5:15] == "7ZZZZZZZZZ"
+    assert new_task_id(now_ms=2**48)[5:15] == "0" * 10  # 48 bits of time, as the SQL ids have

@@ -35,6 +35,13 @@ def test_plain_urls_get_the_verdict_of_every_rule(scheme: str, host: str, port: 
 
 
 @settings(max_examples=500, deadline=None)
+@given(st.from_regex(_PLAIN_URL, fullmatch=True))
+def test_plain_urls_from_the_pattern_get_the_verdict_of_every_rule(url: str) -> None:
+    assert _PLAIN_URL.fullmatch(url)  # every example takes the shortcut
+    assert _verdict(check_url, url) == _verdict(check_any_url, url), url
+
+
+@settings(max_examples=500, deadline=None)
 @given(st.text(max_size=40))
 def test_any_text_gets_the_verdict_of_every_rule(text: str) -> None:
     url = "http://" + text

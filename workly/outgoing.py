@@ -81,7 +81,9 @@ def _check_origin(origin: str) -> None:
 
 
 def check_any_url(value: str) -> str:
-    """check_url, every rule applied to the whole URL."""
+    """check_url, every rule applied to the whole URL. Each rule reads the scheme and the
+    authority only, but for the characters _PLAIN_URL keeps out: a rule that reads the path
+    or query must change _PLAIN_URL too, or plain URLs would skip it."""
     try:
         parts = urlsplit(value)
         port = parts.port

@@ -42,13 +42,12 @@ async def _attempt_entries(
                         "/v1/queues/logs/tasks", json={"url": receiver.url(path), **extra}
                     )
                     ids[path] = answer.json()["id"]
-                await receiver.wait_for("/ok", 1)
-                await receiver.wait_for("/fails", 1)
-                # The failure is recorded after it is logged: once it shows as failed, its
-                # line (and the success's, logged before the success is recorded) is written.
+                # Each attempt is logged before its result is recorded: once both tasks
+                # show their final status, every line there is to be is written.
                 async with asyncio.timeout(10):
-                    while (await client.get(f"/v1/tasks/{ids['/fails']}")).json()["status"] != "failed":
-                        await asyncio.sleep(0.05)
+                    for path, final in (("/ok", "succeeded"), ("/fails", "failed")):
+                        while (await client.get(f"/v1/tasks/{ids[path]}")).json()["status"] != final:
+                            await asyncio.sleep(0.05)
                     while ids["/fails"] not in log.read_text():
                         await asyncio.sleep(0.05)
     text = log.read_text()

@@ -23,7 +23,9 @@ import time
 
 import aiohttp
 
-from workly.loadtest.run import measure_ceiling
+from tools.bench.scratch_queue import BenchError, cancel_all, scratch_queue
+from workly.dispatch.http import HttpClient
+from workly.loadtest.run import ANYWHERE, measure_ceiling
 from workly.loadtest.sink import Sink
 
 QUEUE = "drain-bench"
@@ -50,22 +52,32 @@ async def aiohttp_hop(sink: Sink, seconds: float) -> float:
         return done / (time.perf_counter() - started)
 
 
-async def _expect(response: aiohttp.ClientResponse, *statuses: int) -> None:
-    if response.status not in statuses:
-        raise SystemExit(f"{response.method} {response.url}: HTTP {response.status}: {await response.text()}")
+class _Api:
+    def __init__(self, server: str, token: str | None) -> None:
+        self.server = server
+        self.headers = {"content-type": "application/json"} | (
+            {"authorization": f"Bearer {token}"} if token else {}
+        )
+        self.client = HttpClient(policy=ANYWHERE, max_idle_per_origin=8, max_idle=8)
+
+    async def call(self, method: str, path: str, body: bytes) -> int:
+        response = await self.client.request(method, self.server + path, self.headers, body, timeout=60)
+        return response.status
 
 
-async def _fill(session: aiohttp.ClientSession, server: str, sink: Sink, tasks: int) -> None:
-    url = f"{server}/v1/queues/{QUEUE}/tasks/batch"
+async def _fill(api: _Api, sink: Sink, tasks: int, pending: list[asyncio.Task[None]]) -> None:
     limit = asyncio.Semaphore(4)
 
     async def batch(first: int) -> None:
         numbers = range(first, min(first + _BATCH, tasks))
         body = {"tasks": [{"url": f"{sink.url}/d/{n}", "body": {"n": n}} for n in numbers]}
-        async with limit, session.post(url, json=body) as response:
-            await _expect(response, 201)
+        async with limit:
+            status = await api.call("POST", f"/v1/queues/{QUEUE}/tasks/batch", json.dumps(body).encode())
+        if status != 201:
+            raise BenchError(f"a batch enqueue answered HTTP {status}")
 
-    await asyncio.gather(*(batch(first) for first in range(0, tasks, _BATCH)))
+    pending += [asyncio.create_task(batch(first)) for first in range(0, tasks, _BATCH)]
+    await asyncio.gather(*pending)
 
 
 async def drain(
@@ -73,34 +85,26 @@ async def drain(
 ) -> dict[str, float]:
     sink = Sink()
     await sink.start()
-    headers = {"authorization": f"Bearer {token}"} if token else {}
+    api = _Api(server, token)
+    pending: list[asyncio.Task[None]] = []
     try:
         hop_workly = await measure_ceiling(sink, hop_seconds, _IN_FLIGHT)
         hop_aiohttp = await aiohttp_hop(sink, hop_seconds)
-        async with aiohttp.ClientSession(server, headers=headers) as session:
-            async with session.get(f"/v1/queues/{QUEUE}") as found:
-                if found.status != 404:
-                    raise SystemExit(
-                        f"queue {QUEUE} exists: delete it first (workly queue-delete {QUEUE} --yes)"
-                    )
-            async with session.put(
-                f"/v1/queues/{QUEUE}", json={"max_concurrency": 10000, "paused": True}
-            ) as made:
-                await _expect(made, 201)
+        async with scratch_queue(api.call, QUEUE, {"max_concurrency": 10000, "paused": True}):
             try:
                 filled = time.perf_counter()
-                await _fill(session, server, sink, tasks)
-                enqueue_seconds = time.perf_counter() - filled
-                resumed = time.perf_counter()
-                async with session.post(f"/v1/queues/{QUEUE}/resume") as response:
-                    await _expect(response, 200)
-                while len(sink.arrivals) < tasks and time.perf_counter() - resumed < wait_seconds:
-                    await asyncio.sleep(0.01)
-                await asyncio.sleep(0.5)  # a duplicate would arrive by now
+                await _fill(api, sink, tasks, pending)
             finally:
-                async with session.delete(f"/v1/queues/{QUEUE}") as response:
-                    await _expect(response, 204, 200)
+                await cancel_all(pending)  # a failed batch: the others stop before the delete
+            enqueue_seconds = time.perf_counter() - filled
+            resumed = time.perf_counter()
+            if (status := await api.call("POST", f"/v1/queues/{QUEUE}/resume", b"")) != 200:
+                raise BenchError(f"resuming the queue answered HTTP {status}")
+            while len(sink.arrivals) < tasks and time.perf_counter() - resumed < wait_seconds:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # a duplicate would arrive by now
     finally:
+        await api.client.close()
         await sink.stop()
     arrived = len(sink.arrivals)
     last = max(sink.arrivals.values(), default=resumed)
@@ -127,7 +131,10 @@ def main() -> None:
     parser.add_argument("-timeout", type=float, default=300.0)
     parser.add_argument("-json", dest="json_file", default=None)
     args = parser.parse_args()
-    result = asyncio.run(drain(args.server.rstrip("/"), args.token, args.tasks, args.hop, args.timeout))
+    try:
+        result = asyncio.run(drain(args.server.rstrip("/"), args.token, args.tasks, args.hop, args.timeout))
+    except BenchError as exc:
+        sys.exit(str(exc))
     rate, hop_workly, hop_aiohttp = (
         result[name] for name in ("drain_per_second", "hop_workly_per_second", "hop_aiohttp_per_second")
     )

@@ -26,7 +26,7 @@ from workly.loadtest.stats import Report, percentile
 from workly.outbound import OutboundPolicy
 
 # The server and the sink may be anywhere the user points them: no address is refused.
-_ANYWHERE = OutboundPolicy((ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")))
+ANYWHERE = OutboundPolicy((ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")))
 _TIMEOUT = 30.0
 
 
@@ -185,7 +185,7 @@ async def _delete_queue(client: HttpClient, test: LoadTest, headers: dict[str, s
 async def measure_ceiling(sink: Sink, seconds: float, concurrency: int) -> float:
     """Requests/s of a plain client posting to the same sink (closed loop)."""
     done = 0
-    client = HttpClient(policy=_ANYWHERE, max_idle_per_origin=concurrency, max_idle=concurrency)
+    client = HttpClient(policy=ANYWHERE, max_idle_per_origin=concurrency, max_idle=concurrency)
     deadline = time.perf_counter() + seconds
 
     async def worker() -> None:
@@ -232,7 +232,7 @@ async def run_load_test(test: LoadTest) -> tuple[Report, str]:
     headers = {"content-type": "application/json"}
     if test.token:
         headers["authorization"] = f"Bearer {test.token}"
-    client = HttpClient(policy=_ANYWHERE, max_idle_per_origin=test.concurrency, max_idle=test.concurrency + 8)
+    client = HttpClient(policy=ANYWHERE, max_idle_per_origin=test.concurrency, max_idle=test.concurrency + 8)
     made, run, ticker = False, None, None
     try:
         await _make_queue(client, test, headers)
