@@ -23,9 +23,8 @@ import time
 
 import aiohttp
 
-from tools.bench.scratch_queue import BenchError, cancel_all, scratch_queue
-from workly.dispatch.http import HttpClient
-from workly.loadtest.run import ANYWHERE, measure_ceiling
+from tools.bench.scratch_queue import BenchApi, BenchError, cancel_all, scratch_queue
+from workly.loadtest.run import measure_ceiling
 from workly.loadtest.sink import Sink
 
 QUEUE = "drain-bench"
@@ -52,27 +51,14 @@ async def aiohttp_hop(sink: Sink, seconds: float) -> float:
         return done / (time.perf_counter() - started)
 
 
-class _Api:
-    def __init__(self, server: str, token: str | None) -> None:
-        self.server = server
-        self.headers = {"content-type": "application/json"} | (
-            {"authorization": f"Bearer {token}"} if token else {}
-        )
-        self.client = HttpClient(policy=ANYWHERE, max_idle_per_origin=8, max_idle=8)
-
-    async def call(self, method: str, path: str, body: bytes) -> int:
-        response = await self.client.request(method, self.server + path, self.headers, body, timeout=60)
-        return response.status
-
-
-async def _fill(api: _Api, sink: Sink, tasks: int, pending: list[asyncio.Task[None]]) -> None:
+async def _fill(api: BenchApi, sink: Sink, tasks: int, pending: list[asyncio.Task[None]]) -> None:
     limit = asyncio.Semaphore(4)
 
     async def batch(first: int) -> None:
         numbers = range(first, min(first + _BATCH, tasks))
         body = {"tasks": [{"url": f"{sink.url}/d/{n}", "body": {"n": n}} for n in numbers]}
         async with limit:
-            status = await api.call("POST", f"/v1/queues/{QUEUE}/tasks/batch", json.dumps(body).encode())
+            status = await api.status("POST", f"/v1/queues/{QUEUE}/tasks/batch", json.dumps(body).encode())
         if status != 201:
             raise BenchError(f"a batch enqueue answered HTTP {status}")
 
@@ -85,12 +71,12 @@ async def drain(
 ) -> dict[str, float]:
     sink = Sink()
     await sink.start()
-    api = _Api(server, token)
+    api = BenchApi(server, token, connections=8)
     pending: list[asyncio.Task[None]] = []
     try:
         hop_workly = await measure_ceiling(sink, hop_seconds, _IN_FLIGHT)
         hop_aiohttp = await aiohttp_hop(sink, hop_seconds)
-        async with scratch_queue(api.call, QUEUE, {"max_concurrency": 10000, "paused": True}):
+        async with scratch_queue(api, QUEUE, {"max_concurrency": 10000, "paused": True}):
             try:
                 filled = time.perf_counter()
                 await _fill(api, sink, tasks, pending)
@@ -98,13 +84,13 @@ async def drain(
                 await cancel_all(pending)  # a failed batch: the others stop before the delete
             enqueue_seconds = time.perf_counter() - filled
             resumed = time.perf_counter()
-            if (status := await api.call("POST", f"/v1/queues/{QUEUE}/resume", b"")) != 200:
+            if (status := await api.status("POST", f"/v1/queues/{QUEUE}/resume")) != 200:
                 raise BenchError(f"resuming the queue answered HTTP {status}")
             while len(sink.arrivals) < tasks and time.perf_counter() - resumed < wait_seconds:
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.5)  # a duplicate would arrive by now
     finally:
-        await api.client.close()
+        await api.close()
         await sink.stop()
     arrived = len(sink.arrivals)
     last = max(sink.arrivals.values(), default=resumed)

@@ -30,9 +30,7 @@ import sys
 import time
 from datetime import datetime
 
-from tools.bench.scratch_queue import BenchError, cancel_all, scratch_queue
-from workly.dispatch.http import HttpClient
-from workly.loadtest.run import ANYWHERE
+from tools.bench.scratch_queue import BenchApi, BenchError, cancel_all, scratch_queue
 from workly.loadtest.sink import Sink
 from workly.loadtest.stats import percentile
 
@@ -42,30 +40,19 @@ _STAGES = ("request", "commit + answer", "commit + wake + claim", "sign + send",
 
 
 class _Run:
-    def __init__(self, server: str, headers: dict[str, str], sink: Sink) -> None:
-        self.server, self.headers, self.sink = server, headers, sink
-        # An answer is one task (under 1 KB) or its attempts: 64 KB is more than enough.
-        self.client = HttpClient(
-            policy=ANYWHERE, max_idle_per_origin=_IN_FLIGHT, max_idle=_IN_FLIGHT, max_body=65536
-        )
+    def __init__(self, api: BenchApi, sink: Sink) -> None:
+        self.api, self.sink = api, sink
         self.sent: dict[int, float] = {}  # task number → wall clock before its request
         self.answered: dict[int, float] = {}
         self.ids: dict[int, str] = {}
         self.created: dict[int, float] = {}
         self.refused = 0  # enqueues not answered 201
 
-    async def call(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        response = await self.client.request(method, self.server + path, self.headers, body, timeout=30)
-        return response.status, response.body
-
-    async def status(self, method: str, path: str, body: bytes) -> int:
-        return (await self.call(method, path, body))[0]
-
     async def enqueue(self, number: int, due: float, limit: asyncio.Semaphore) -> None:
         self.sent[number] = due
         async with limit:
             body = json.dumps({"url": f"{self.sink.url}/d/{number}", "body": {"n": number}}).encode()
-            status, answer = await self.call("POST", f"/v1/queues/{QUEUE}/tasks", body)
+            status, answer = await self.api.call("POST", f"/v1/queues/{QUEUE}/tasks", body)
             self.answered[number] = time.time()
         if status == 201:
             task = json.loads(answer)
@@ -79,7 +66,7 @@ class _Run:
         deadline = time.perf_counter() + 10
         while time.perf_counter() < deadline:
             async with limit:
-                status, answer = await self.call("GET", f"/v1/tasks/{self.ids[number]}/attempts")
+                status, answer = await self.api.call("GET", f"/v1/tasks/{self.ids[number]}/attempts")
             attempts = json.loads(answer)["attempts"] if status == 200 else []
             if attempts:
                 return _wall(attempts[0]["started_at"])
@@ -96,11 +83,11 @@ async def breakdown(
 ) -> dict[str, list[float]]:
     sink = Sink()
     await sink.start()
-    headers = {"content-type": "application/json"} | ({"authorization": f"Bearer {token}"} if token else {})
-    run = _Run(server, headers, sink)
+    # An answer is one task (under 1 KB) or its attempts: 64 KB is more than enough.
+    run = _Run(BenchApi(server, token, connections=_IN_FLIGHT, max_body=65536), sink)
     pending: list[asyncio.Task[None]] = []
     try:
-        async with scratch_queue(run.status, QUEUE, {"max_concurrency": 10000}):
+        async with scratch_queue(run.api, QUEUE, {"max_concurrency": 10000}):
             try:
                 # The sink stamps arrivals with perf_counter; this turns them into wall-clock times.
                 offset = time.time() - time.perf_counter()
@@ -121,7 +108,7 @@ async def breakdown(
             reads = asyncio.Semaphore(16)
             started = await asyncio.gather(*(run.started_at(n, reads) for n in chosen))
     finally:
-        await run.client.close()
+        await run.api.close()
         await sink.stop()
     print(
         f"sent {sent_per_second:,.0f}/s; {run.refused} enqueues refused; "
