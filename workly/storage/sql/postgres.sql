@@ -384,6 +384,12 @@ turns AS (
     INSERT INTO queue_turns (queue, tenant, last_served)
     SELECT DISTINCT c.queue, c.grp, :now::timestamptz FROM chosen c WHERE c.kind = 't'
     ON CONFLICT (queue, tenant) DO UPDATE SET last_served = excluded.last_served
+),
+-- The claim commits without waiting for its WAL flush, as SQLite's bookkeeping commits with
+-- synchronous=NORMAL (docs/reliability.md): a claim lost to an OS crash only means its tasks
+-- are delivered again, and the next synchronous commit (an enqueue) makes it durable.
+async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
 )
 SELECT c.*, o.place, NULL::float8 AS wait, NULL::boolean AS more
 FROM claimed c JOIN chosen o ON o.seq = c.seq
@@ -394,7 +400,8 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        (SELECT min(claim_rate_wait(p.rate_limit, p.tokens - p.n)) FROM per_queue p
         WHERE p.rate_limit IS NOT NULL AND p.running + p.n < p.max_concurrency),
-       coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false);
+       coalesce((SELECT bool_or(p.n < p.take AND p.filled_shares) FROM per_queue p), false)
+FROM async_commit;
 
 -- name: record_results
 -- One statement per batch: update the tasks whose lease is still ours, release their
@@ -473,8 +480,11 @@ kept AS (
     WHERE r.sent AND EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
 )
 -- One row, always: how many results were accepted, and the breakers that closed.
+-- Committed without waiting for the WAL flush, as the claim is (see claim_tasks): a result
+-- lost to an OS crash means the task is delivered again, which at-least-once allows.
 SELECT (SELECT count(*) FROM updated)::int AS accepted,
-       (SELECT coalesce(array_agg(key), '{}') FROM closed WHERE was = 'open') AS closed_keys;
+       (SELECT coalesce(array_agg(key), '{}') FROM closed WHERE was = 'open') AS closed_keys
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit;
 
 -- name: get_queue
 SELECT * FROM queues WHERE name = :name;
