@@ -387,7 +387,8 @@ turns AS (
 ),
 -- The claim commits without waiting for its WAL flush, as SQLite's bookkeeping commits with
 -- synchronous=NORMAL (docs/reliability.md): a claim lost to an OS crash only means its tasks
--- are delivered again, and the next synchronous commit (an enqueue) makes it durable.
+-- are delivered again, and the next synchronous commit (an enqueue) makes it durable. The
+-- row without a task, always returned, reads it, so it always runs.
 async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true)
 )
@@ -478,13 +479,16 @@ kept AS (
            NOT EXISTS (SELECT 1 FROM updated u WHERE u.seq = r.task_seq AND u.lease_token = r.lease_token)
     FROM r
     WHERE r.sent AND EXISTS (SELECT 1 FROM tasks t WHERE t.seq = r.task_seq)
-)
--- One row, always: how many results were accepted, and the breakers that closed.
+),
 -- Committed without waiting for the WAL flush, as the claim is (see claim_tasks): a result
 -- lost to an OS crash means the task is delivered again, which at-least-once allows.
+async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+)
+-- One row, always: how many results were accepted, and the breakers that closed.
 SELECT (SELECT count(*) FROM updated)::int AS accepted,
        (SELECT coalesce(array_agg(key), '{}') FROM closed WHERE was = 'open') AS closed_keys
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit;
+FROM async_commit;
 
 -- name: get_queue
 SELECT * FROM queues WHERE name = :name;
