@@ -79,6 +79,11 @@ class Settings(BaseSettings):
         default=True, description="run the dispatcher in this process (false: API only, no deliveries)"
     )
     max_in_flight: int = Field(default=100, ge=1, description="deliveries in flight per process")
+    eager_dispatch: bool = Field(
+        default=True,
+        description="an enqueue leases the tasks a claim would take at once to this process's "
+        "dispatcher in its own transaction (false: every task waits for a claim)",
+    )
     poll_interval: float = Field(default=1.0, gt=0, description="seconds between claims when idle")
     lease_margin: float = Field(
         default=30.0,

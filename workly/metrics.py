@@ -64,6 +64,11 @@ class Metrics:
         self.claim_batch = Histogram(
             "workly_claim_batch_size", "Tasks per claim that claimed any", buckets=_BATCH, registry=r
         )
+        self.eager_dispatches = Counter(
+            "workly_eager_dispatches",
+            "Tasks leased in their enqueue's transaction, delivered without a claim",
+            registry=r,
+        )
         self.commit_batch = Histogram(
             "workly_group_commit_size", "Requests or results per group commit", ["kind"], buckets=_BATCH,
             registry=r,

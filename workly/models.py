@@ -136,8 +136,9 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    task: Task
+    task: Task  # as accepted: a task leased in its enqueue still shows ready here
     created: bool  # False: an existing task matched the idempotency key
+    leased: ClaimedTask | None = None  # leased in its enqueue's transaction (LeaseOffer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,20 @@ class ClaimedTask:
     capture_response: bool = False  # it has a callback: keep up to WORKLY_MAX_BODY_BYTES of the answer
     traceparent: str | None = None  # the trace its enqueue carried (W3C trace context)
     tracestate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOffer:
+    """Slots a dispatcher holds free for tasks being enqueued (eager dispatch).
+
+    The storage leases up to ``slots`` of the tasks it inserts to it inside the enqueue's own
+    transaction, where a claim would take them at once and in that order (docs/queues.md);
+    the enqueuer hands them straight to the dispatcher, so they need no claim of their own.
+    """
+
+    slots: int
+    lease_token: str
+    lease_margin: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,11 @@ One loop per process. It claims a batch sized to the free in-flight slots, start
 delivery per task, and goes straight back for more after a full batch. Otherwise it
 waits for a wake-up (an enqueue committed, a delivery freed a slot, another process
 announced work), or for the poll interval: the fallback for work made due by time.
+
+Eager dispatch: an enqueue through this process asks for free slots first (``offer``);
+the storage leases the new tasks a claim would take at once in the enqueue's own
+transaction, and ``adopt`` starts their deliveries: no wake, no claim, no second
+transaction for them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from workly.delivery_stats import Rollup
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
 from workly.metrics import Metrics
-from workly.models import AttemptResult, Claim, ClaimedTask, RecordSummary
+from workly.models import AttemptResult, Claim, ClaimedTask, LeaseOffer, RecordSummary
 from workly.periodic import run_every
 from workly.storage.base import Storage
 from workly.tracing import Tracing
@@ -52,6 +57,7 @@ class Dispatcher:
         on_recorded: RecordObserver | None = None,
         tracing: Tracing | None = None,
         rollup: Rollup | None = None,
+        eager: bool = True,
     ) -> None:
         self._metrics = metrics or Metrics()
         self._rollup = rollup or Rollup()  # the dashboard's charts (delivery_stats.py)
@@ -69,6 +75,14 @@ class Dispatcher:
         self._abandon = asyncio.Event()
         self._holder = f"{socket.gethostname()}:{os.getpid()}"  # what a leased task shows
         self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
+        self._eager = eager
+        self._reserved = 0  # slots offered to enqueues whose transactions are under way
+        self._adopted: set[asyncio.Task[None]] = set()  # deliveries of tasks leased by an enqueue
+        # The last claim was cut short by the free slots: any delivery that ends frees one.
+        self._slot_bound = False
+        # Queues an eager enqueue left ready tasks in (no room): their next delivery to end
+        # wakes the claim, which frees none of them otherwise.
+        self._left_ready: set[str] = set()
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record,
             max_batch=result_batch_max,
@@ -137,13 +151,36 @@ class Dispatcher:
         work_available, or another process's announcement)."""
         self._wake.set()
 
+    # --- eager dispatch ------------------------------------------------------------
+    def offer(self, wanted: int) -> LeaseOffer | None:
+        """Hold up to ``wanted`` free slots for an enqueue about to run (None: none free,
+        stopping, or eager dispatch off). Every offer is settled by ``adopt``."""
+        free = self._max_in_flight - len(self._in_flight) - self._reserved
+        slots = min(wanted, free)
+        if not self._eager or self._stopping or slots <= 0:
+            return None
+        self._reserved += slots
+        return LeaseOffer(slots, self._new_lease_token(), self._lease_margin)
+
+    def adopt(self, offer: LeaseOffer, leased: Sequence[ClaimedTask], left_ready: Sequence[str]) -> None:
+        """The enqueue that took ``offer`` committed (or failed: nothing leased): start the
+        deliveries of what it leased, free the rest of the slots. ``left_ready``: queues
+        it left due tasks in, which a later delivery's end must look at again."""
+        self._reserved -= offer.slots
+        self._left_ready.update(left_ready)
+        if leased:
+            self._metrics.eager_dispatches.inc(len(leased))
+        for task in leased:
+            self._adopted.add(self._start_delivery(task))
+
     # --- the loop ------------------------------------------------------------------
     async def _run(self) -> None:
         while not self._stopping:
             self.last_tick = time.monotonic()
             self._wake.clear()
-            wanted = self._max_in_flight - len(self._in_flight)
+            wanted = self._max_in_flight - len(self._in_flight) - self._reserved
             claim = await self._claim(wanted) if wanted > 0 else Claim([])
+            self._slot_bound = wanted <= 0 or len(claim.tasks) >= wanted
             if claim.tasks:
                 self._metrics.claim_batch.observe(len(claim.tasks))
             for task in claim.tasks:
@@ -160,7 +197,7 @@ class Dispatcher:
     async def _claim(self, wanted: int) -> Claim:
         started = time.time_ns()
         try:
-            lease = f"{self._holder}/{uuid.uuid4().hex}"  # the task shows who holds it
+            lease = self._new_lease_token()
             claim = await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin)
         except Exception:
             log.exception("claim failed; retrying after the poll interval")
@@ -168,6 +205,9 @@ class Dispatcher:
         if claim.tasks and self._tracing.enabled:
             self._tracing.claimed(started, len(claim.tasks))
         return claim
+
+    def _new_lease_token(self) -> str:
+        return f"{self._holder}/{uuid.uuid4().hex}"  # the task shows who holds it
 
     async def _heartbeat(self) -> None:
         """Run every lease_margin/3 s: extend the leases of every delivery in flight at once.
@@ -186,16 +226,26 @@ class Dispatcher:
             await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
     # --- deliveries ------------------------------------------------------------------
-    def _start_delivery(self, task: ClaimedTask) -> None:
+    def _start_delivery(self, task: ClaimedTask) -> asyncio.Task[None]:
         delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
         self._in_flight[delivery] = task
         self._metrics.in_flight.set(len(self._in_flight))
         delivery.add_done_callback(self._delivery_done)
+        return delivery
 
     def _delivery_done(self, delivery: asyncio.Task[None]) -> None:
-        # Runs once the attempt's result is recorded (or failed to be): the slot is free.
-        self._in_flight.pop(delivery, None)
+        # Runs once the attempt's result is recorded (or failed to be): the slot is free,
+        # and so is a place under its queue's max_concurrency, which may let a claim take
+        # a task that waits. Not so for a task an enqueue leased: its queue had nothing
+        # waiting, unless an enqueue left some there since (or the claim ran out of slots).
+        task = self._in_flight.pop(delivery, None)
         self._metrics.in_flight.set(len(self._in_flight))
+        if delivery in self._adopted:
+            self._adopted.discard(delivery)
+            if not self._slot_bound and (task is None or task.queue not in self._left_ready):
+                return
+            if task is not None:
+                self._left_ready.discard(task.queue)
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:

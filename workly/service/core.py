@@ -217,7 +217,10 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
             # cool-down itself is shorter).
             probe_interval=min(0.5, settings.breaker_cooldown), history=history,
         )  # fmt: skip
-        enqueuer = Enqueuer(storage, clock, self.work_available, metrics=metrics)
+        enqueuer = Enqueuer(
+            storage, clock, self.work_available, metrics=metrics,
+            dispatcher=dispatcher if settings.dispatch and settings.eager_dispatch else None,
+        )  # fmt: skip
         return _Parts(
             storage=storage,
             client=client,

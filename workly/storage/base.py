@@ -22,6 +22,7 @@ from workly.models import (
     AttemptResult,
     Claim,
     Enqueued,
+    LeaseOffer,
     NewTask,
     Queue,
     QueueChange,
@@ -99,13 +100,23 @@ class Storage(Protocol):
         accept, as this process's WORKLY_MAX_BODY_BYTES. SQLite has no SQL functions."""
 
     # --- tasks -------------------------------------------------------------------
-    async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+    async def enqueue(
+        self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
+    ) -> list[Enqueued]:
         """Store tasks (of any queues) in one transaction, creating missing queues with defaults.
 
         A task whose ``idempotency_key`` matches a stored task of the same queue (or an
         earlier task of the same call) is not stored again: its entry carries the
         existing task with ``created=False``. Results are in input order; enqueue order
         (FIFO within a priority) is input order.
+
+        With an ``offer`` (eager dispatch), up to ``offer.slots`` of the tasks it inserts are
+        leased under ``offer.lease_token`` in the same transaction, as a claim would lease
+        them, where a claim would take them at once and in this order: due now, no tenant,
+        ordering key or endpoint, not held, of a queue that is not paused, has no rate limit,
+        has room under max_concurrency and has no other plain task due. Their entries carry
+        ``leased``; ``task`` shows each as accepted (ready, no attempts). The others stay
+        ready for the claim.
         """
 
     async def get_task(self, task_id: str) -> Task | None: ...

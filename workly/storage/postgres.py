@@ -21,8 +21,6 @@ from workly.models import (
     Attempt,
     AttemptResult,
     Claim,
-    Enqueued,
-    NewTask,
     Queue,
     QueueChange,
     QueueConfig,
@@ -33,6 +31,7 @@ from workly.models import (
 from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
+from workly.storage.postgres_enqueue import PostgresEnqueue
 from workly.storage.postgres_operations import PostgresOperations
 from workly.storage.postgres_schedules import PostgresSchedules
 from workly.storage.postgres_statements import DECODERS as _DECODERS
@@ -45,7 +44,9 @@ from workly.storage.postgres_stats import PostgresStats
 from workly.storage.postgres_wakeups import PostgresWakeups
 from workly.storage.postgres_webhooks import PostgresWebhooks
 from workly.storage.queries import Query, postgres_queries
-from workly.storage.tasks import check_transition, enqueue_results, idempotency_keys
+from workly.storage.tasks import (
+    check_transition,
+)
 
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
 
@@ -65,7 +66,9 @@ async def _init_connection(conn: asyncpg.Connection, schema: str) -> None:
 
 
 @raises_workly_errors(interpret_postgres_error)
-class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, PostgresStats):
+class PostgresStorage(
+    PostgresEnqueue, PostgresWebhooks, PostgresOperations, PostgresSchedules, PostgresStats
+):
     dialect = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, dsn: str, schema: str | None = None) -> None:
@@ -173,40 +176,7 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, P
             version: int = await _fetchval(conn, self._q.get_schema_version)
             return version
 
-    # --- tasks -------------------------------------------------------------------
-    async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        async with self._pool.acquire() as conn:
-            return await self._enqueue_on(conn, tasks, now)
-
-    async def _enqueue_on(self, conn: Connection, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        """enqueue's statements on ``conn`` (in the caller's transaction, if it has one)."""
-        q = self._q
-        created = await _fetch(conn, q.enqueue_tasks, now=now, **_task_columns(tasks))
-        # Tasks of a queue another transaction created meanwhile: read as stored.
-        for index, row in enumerate(created):
-            if row["max_attempts"] is None:
-                reread = await _fetchrow(conn, q.get_task, id=row["id"])
-                assert reread is not None, "inserted in this statement"
-                created[index] = reread
-        existing = []
-        if len(created) < len(tasks):
-            # Stored by an earlier try of this same request (committed, not answered).
-            inserted = {row["id"] for row in created}
-            skipped = [t.id for t in tasks if t.id not in inserted]
-            created.extend(await _fetch(conn, q.get_tasks_by_ids, ids=skipped))
-            keys = idempotency_keys(tasks)
-            existing = await _fetch(
-                conn,
-                q.get_tasks_by_idempotency_keys,
-                queues=[queue for queue, _ in keys],
-                keys=[key for _, key in keys],
-            )
-        return enqueue_results(
-            tasks,
-            {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
-            {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
-        )
-
+    # --- tasks (enqueue: postgres_enqueue.py) ----------------------------------------
     async def get_task(self, task_id: str) -> Task | None:
         row = await _fetchrow(self._pool, self._q.get_task, id=task_id)
         return None if row is None else rows.task_from_row(row, _DECODERS)
@@ -398,35 +368,3 @@ class PostgresStorage(PostgresWebhooks, PostgresOperations, PostgresSchedules, P
 def _placed(row: asyncpg.Record) -> tuple[int, int, datetime, int]:
     """The claim's order across queues (claim_rules.choose): place, priority, run_at, seq."""
     return (row["place"], -row["priority"], row["run_at"], row["seq"])
-
-
-def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
-    """The tasks as one array per column: enqueue_tasks unnests them in one statement."""
-    return {
-        "ids": [t.id for t in tasks],
-        "queues": [t.queue for t in tasks],
-        "urls": [t.url for t in tasks],
-        "methods": [t.method for t in tasks],
-        "headers": [json.dumps(t.headers) for t in tasks],
-        "bodies": [t.body for t in tasks],
-        "run_ats": [t.run_at for t in tasks],
-        "priorities": [t.priority for t in tasks],
-        "keys": [t.key for t in tasks],
-        "tenants": [t.tenant for t in tasks],
-        "idempotency_keys": [t.idempotency_key for t in tasks],
-        "max_attempts": [t.max_attempts for t in tasks],
-        "timeouts": [t.timeout for t in tasks],
-        "event_ids": [t.event_id for t in tasks],
-        "endpoint_ids": [t.endpoint_id for t in tasks],
-        "breakers": [t.breaker for t in tasks],
-        "stop_ons": [rows.stop_on_text(t.stop_on) for t in tasks],
-        "deadlines": [t.deadline for t in tasks],
-        "min_backoffs": [t.min_backoff for t in tasks],
-        "max_backoffs": [t.max_backoff for t in tasks],
-        "callback_urls": [t.callback_url for t in tasks],
-        "failure_callback_urls": [t.failure_callback_url for t in tasks],
-        "callback_ofs": [t.callback_of for t in tasks],
-        "traceparents": [t.traceparent for t in tasks],
-        "tracestates": [t.tracestate for t in tasks],
-        "held_until": HELD_UNTIL,
-    }

@@ -39,7 +39,7 @@ class PostgresSchedules:
     _pool: asyncpg.Pool
     _q: PostgresQueries
 
-    if TYPE_CHECKING:  # PostgresStorage's and PostgresWebhooks' statements
+    if TYPE_CHECKING:  # PostgresEnqueue's and PostgresWebhooks' statements
 
         async def _enqueue_on(
             self, conn: Connection, tasks: Sequence[NewTask], now: datetime

@@ -21,6 +21,7 @@ from workly.models import (
     AttemptResult,
     Claim,
     Enqueued,
+    LeaseOffer,
     NewTask,
     Queue,
     QueueChange,
@@ -121,8 +122,10 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
         return await self._writer.transaction(self._acknowledged, schema_version)
 
     # --- tasks -------------------------------------------------------------------
-    async def enqueue(self, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
-        return await self._writer.transaction(self._acknowledged, enqueue_on, tasks, to_us(now))
+    async def enqueue(
+        self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
+    ) -> list[Enqueued]:
+        return await self._writer.transaction(self._acknowledged, enqueue_on, tasks, to_us(now), offer)
 
     async def get_task(self, task_id: str) -> Task | None:
         return await self._reader.run(_get_task, task_id)

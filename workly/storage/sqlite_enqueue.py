@@ -8,20 +8,53 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from workly.models import Enqueued, NewTask
+from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask, Task
 from workly.storage import rows
 from workly.storage.queries import sqlite_queries
-from workly.storage.sqlite_statements import DECODERS, execute_many, fetchall, to_us
+from workly.storage.sqlite_statements import DECODERS, execute_many, fetchall, from_us, to_us
 from workly.storage.sqlite_webhooks import HELD_US
-from workly.storage.tasks import enqueue_results, idempotency_keys
+from workly.storage.tasks import enqueue_results, idempotency_keys, lease_candidates, with_leases
 
 Db = sqlite3.Connection
 _q = sqlite_queries
 _DECODERS = DECODERS
 
 
-def enqueue_on(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
-    """Store tasks (SqliteStorage.enqueue), inside the caller's write transaction."""
+def enqueue_on(
+    db: Db, tasks: Sequence[NewTask], now_us: int, offer: LeaseOffer | None = None
+) -> list[Enqueued]:
+    """Store tasks (SqliteStorage.enqueue), inside the caller's write transaction; with an
+    offer, lease what may be leased at once to the dispatcher that made it."""
+    stored = _store(db, tasks, now_us)
+    if offer is None:
+        return stored
+    candidates = lease_candidates(stored, from_us(now_us))
+    return with_leases(stored, lease_new(db, candidates, now_us, offer) if candidates else [])
+
+
+def lease_new(db: Db, candidates: list[Task], now_us: int, offer: LeaseOffer) -> list[ClaimedTask]:
+    """Eager dispatch: lease up to ``offer.slots`` of the tasks just inserted where a claim
+    would take them now (the PostgreSQL query lease_new_tasks says when)."""
+    params = {"ids": json.dumps([t.id for t in candidates]), "now": now_us}
+    queues = json.dumps(sorted({t.queue for t in candidates}))
+    found = fetchall(db, _q().lease_new_tasks_room, {**params, "queues": queues})
+    room = {row["name"]: row["free"] for row in found}
+    chosen: list[int] = []
+    for row in fetchall(db, _q().lease_new_tasks_candidates, params):
+        if len(chosen) == offer.slots:
+            break
+        if room.get(row["queue"], 0) > 0:
+            room[row["queue"]] -= 1
+            chosen.append(row["seq"])
+    if not chosen:
+        return []
+    lease = {"now": now_us, "lease_token": offer.lease_token, "lease_margin": offer.lease_margin}
+    marked = fetchall(db, _q().claim_tasks, {**lease, "seqs": json.dumps(chosen)})
+    by_seq = {row["seq"]: row for row in marked}
+    return [rows.claimed_from_row(by_seq[seq], _DECODERS, offer.lease_token) for seq in chosen]
+
+
+def _store(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
     execute_many(
         db,
         _q().enqueue_tasks_ensure_queues,

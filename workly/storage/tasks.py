@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
 
 from workly.errors import TaskNotFound, TaskStateConflict
-from workly.models import Enqueued, NewTask, Task
+from workly.models import ClaimedTask, Enqueued, NewTask, Task
 
 _ALLOWED_FROM = {"cancel": "ready", "retry": "failed or canceled (redrive), or ready (due now)"}
 
@@ -34,6 +36,38 @@ def enqueue_results(
             assert key is not None, "only idempotency matches are skipped"
             results.append(Enqueued(by_key[key], created=False))
     return results
+
+
+def may_lease_new(task: NewTask, now: datetime) -> bool:
+    """Whether an enqueue could lease this task to its dispatcher (eager dispatch): due now,
+    of no tenant, ordering key or endpoint; the storage checks its queue and breaker."""
+    due = task.run_at is None or task.run_at <= now
+    return due and task.key is None and task.tenant is None and task.endpoint_id is None
+
+
+def lease_candidates(stored: Sequence[Enqueued], now: datetime) -> list[Task]:
+    """The tasks an enqueue inserted that its lease step may lease."""
+    return [
+        entry.task
+        for entry in stored
+        if entry.created
+        and entry.task.status == "ready"
+        and entry.task.key is None
+        and entry.task.tenant is None
+        and entry.task.endpoint_id is None
+        and entry.task.run_at <= now
+    ]
+
+
+def with_leases(stored: list[Enqueued], leased: Sequence[ClaimedTask]) -> list[Enqueued]:
+    """The enqueue's answer with each leased task attached to its entry."""
+    if not leased:
+        return stored
+    by_id = {task.id: task for task in leased}
+    return [
+        replace(entry, leased=by_id[entry.task.id]) if entry.created and entry.task.id in by_id else entry
+        for entry in stored
+    ]
 
 
 def idempotency_keys(tasks: Sequence[NewTask]) -> list[IdempotencyKey]:

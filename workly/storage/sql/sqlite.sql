@@ -23,6 +23,28 @@ SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
        :callback_of, :traceparent, :tracestate
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
+-- name: lease_new_tasks_room
+-- Eager dispatch (the PostgreSQL query says when an enqueue leases what it inserted): the
+-- queues among :queues that qualify, and their room. One writer: the running count is
+-- exact. sqlite_enqueue.py then picks within the room and leases with claim_tasks.
+SELECT q.name,
+       q.max_concurrency - (SELECT count(*) FROM tasks t INDEXED BY tasks_running
+                            WHERE t.queue = q.name AND t.status = 'running') AS free
+FROM queues q
+WHERE q.name IN (SELECT value FROM json_each(:queues)) AND q.paused = 0 AND q.rate_limit IS NULL
+  AND NOT EXISTS (SELECT 1 FROM breakers k WHERE k.key = q.name)
+  AND NOT EXISTS (SELECT 1 FROM tasks w INDEXED BY tasks_claim
+                  WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NULL
+                    AND w.key IS NULL AND w.run_at <= :now
+                    AND w.id NOT IN (SELECT value FROM json_each(:ids)));
+
+-- name: lease_new_tasks_candidates
+-- The inserted tasks that may be leased, in the order a claim would take them.
+SELECT seq, queue FROM tasks
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready' AND run_at <= :now
+  AND tenant IS NULL AND key IS NULL AND held_run_at IS NULL
+ORDER BY priority DESC, seq;
+
 -- name: get_tasks_by_ids
 -- Also how an enqueue reads back what executemany inserted (it returns no rows).
 SELECT * FROM task_view WHERE id IN (SELECT value FROM json_each(:ids));

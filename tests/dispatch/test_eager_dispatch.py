@@ -1,0 +1,124 @@
+"""Eager dispatch over a real storage, a real receiver on loopback and the enqueuer: a task an
+enqueue leased is delivered without a claim, the slots it took are the dispatcher's, and the
+tasks it left ready are claimed as soon as a delivery frees room, not at the next poll (every
+dispatcher here polls once a minute, so only a wake-up can deliver within the test)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from tests.storage.helpers import new
+from tests.support.receiver import running_receiver
+from tests.support.servers import TEST_SECRET
+from workly.clock import system_clock
+from workly.dispatch.deliverer import Deliverer
+from workly.dispatch.dispatcher import Dispatcher
+from workly.dispatch.http import HttpClient
+from workly.metrics import Metrics
+from workly.models import QueueConfig
+from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.service.enqueuer import Enqueuer
+from workly.signing import Signer
+from workly.storage.base import Storage
+
+POLL = 60.0
+
+
+class Wakes:
+    """The enqueuer's on_committed: counts, then wakes the dispatcher as the service does."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.dispatcher: Dispatcher | None = None
+
+    def __call__(self) -> None:
+        self.count += 1
+        assert self.dispatcher is not None
+        self.dispatcher.wake()
+
+
+@asynccontextmanager
+async def eager_enqueuer(
+    storage: Storage, metrics: Metrics, *, eager: bool = True, max_in_flight: int = 100
+) -> AsyncIterator[tuple[Enqueuer, Wakes]]:
+    client = HttpClient(policy=OutboundPolicy(LOOPBACK))
+    dispatcher = Dispatcher(
+        storage, Deliverer(client, Signer([TEST_SECRET]), system_clock), system_clock,
+        poll_interval=POLL, max_in_flight=max_in_flight, metrics=metrics, eager=eager,
+    )  # fmt: skip
+    wakes = Wakes()
+    wakes.dispatcher = dispatcher
+    enqueuer = Enqueuer(storage, system_clock, wakes, metrics=metrics, dispatcher=dispatcher)
+    dispatcher.start()
+    try:
+        yield enqueuer, wakes
+    finally:
+        await enqueuer.drain()
+        await dispatcher.stop()
+        await client.close()
+
+
+def sample(metrics: Metrics, name: str) -> float:
+    return metrics.registry.get_sample_value(name) or 0.0
+
+
+async def test_a_leased_task_is_delivered_without_a_claim_or_a_wake(storage: Storage) -> None:
+    metrics = Metrics()
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), system_clock())
+    async with (
+        running_receiver(TEST_SECRET) as receiver,
+        eager_enqueuer(storage, metrics) as (enqueuer, wakes),
+    ):
+        task = new(url=receiver.url("/hook"), body=b"payload")
+        [entry] = await enqueuer.enqueue([task])
+        [request] = await receiver.wait_for("/hook", 1, timeout=10)
+    assert entry.leased is not None and entry.task.status == "ready"
+    assert request.verified and request.headers["webhook-id"] == task.id
+    assert sample(metrics, "workly_eager_dispatches_total") == 1
+    assert sample(metrics, "workly_claim_batch_size_count") == 0  # no claim took anything
+    assert wakes.count == 0  # nothing was left for a claim: nobody was woken
+    stored = await storage.get_task(task.id)
+    assert stored is not None and (stored.status, stored.attempts) == ("succeeded", 1)
+
+
+async def test_with_eager_dispatch_off_every_task_waits_for_a_claim(storage: Storage) -> None:
+    metrics = Metrics()
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), system_clock())
+    async with (
+        running_receiver() as receiver,
+        eager_enqueuer(storage, metrics, eager=False) as (enqueuer, wakes),
+    ):
+        [entry] = await enqueuer.enqueue([new(url=receiver.url("/hook"))])
+        await receiver.wait_for("/hook", 1, timeout=10)
+    assert entry.leased is None
+    assert sample(metrics, "workly_eager_dispatches_total") == 0
+    assert sample(metrics, "workly_claim_batch_size_count") == 1
+    assert wakes.count == 1
+
+
+async def test_a_task_left_ready_behind_a_full_queue_goes_when_a_delivery_ends(storage: Storage) -> None:
+    metrics = Metrics()
+    await storage.put_queue("q", QueueConfig(max_concurrency=1), system_clock())
+    async with running_receiver() as receiver, eager_enqueuer(storage, metrics) as (enqueuer, _):
+        receiver.delay("/slow", 0.3)
+        [first] = await enqueuer.enqueue([new(url=receiver.url("/slow"))])
+        await receiver.wait_for("/slow", 1, timeout=10)  # the queue's one place is taken
+        [second] = await enqueuer.enqueue([new(url=receiver.url("/slow"))])
+        await receiver.wait_for("/slow", 2, timeout=10)  # far sooner than the 60 s poll
+    assert first.leased is not None and second.leased is None
+    assert receiver.peak_in_flight == 1
+
+
+async def test_offers_never_take_more_slots_than_the_dispatcher_has(storage: Storage) -> None:
+    metrics = Metrics()
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), system_clock())
+    async with (
+        running_receiver() as receiver,
+        eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, _),
+    ):
+        receiver.delay("/slow", 0.1)
+        entries = await enqueuer.enqueue([new(url=receiver.url("/slow")) for _ in range(5)])
+        await receiver.wait_for("/slow", 5, timeout=10)  # the rest claimed as slots free up
+    assert len([e for e in entries if e.leased is not None]) == 2
+    assert receiver.peak_in_flight == 2

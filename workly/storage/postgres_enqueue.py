@@ -1,0 +1,124 @@
+"""PostgreSQL's enqueue: one statement that creates missing queues and inserts the tasks in
+order (sql/postgres.sql enqueue_tasks); with a LeaseOffer, a second statement in the same
+transaction leases what a claim would take at once (lease_new_tasks, eager dispatch).
+
+A mixin of PostgresStorage (it uses its pool and its queries); schedules' firings call
+``_enqueue_on`` inside their own transactions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from workly.breaker import HELD_UNTIL
+from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
+from workly.storage import rows
+from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
+from workly.storage.postgres_statements import DECODERS as _DECODERS
+from workly.storage.postgres_statements import Connection
+from workly.storage.postgres_statements import fetch as _fetch
+from workly.storage.postgres_statements import fetchrow as _fetchrow
+from workly.storage.queries import PostgresQueries
+from workly.storage.tasks import (
+    enqueue_results,
+    idempotency_keys,
+    lease_candidates,
+    may_lease_new,
+    with_leases,
+)
+
+
+@raises_workly_errors(interpret_postgres_error)
+class PostgresEnqueue:
+    _pool: asyncpg.Pool
+    _q: PostgresQueries
+
+    async def enqueue(
+        self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
+    ) -> list[Enqueued]:
+        async with self._pool.acquire() as conn:
+            if offer is None or not any(may_lease_new(task, now) for task in tasks):
+                return await self._enqueue_on(conn, tasks, now)  # one statement, no BEGIN
+            async with conn.transaction():
+                stored = await self._enqueue_on(conn, tasks, now)
+                leased = await self._lease_new(conn, stored, now, offer)
+            return with_leases(stored, leased)
+
+    async def _lease_new(
+        self, conn: Connection, stored: list[Enqueued], now: datetime, offer: LeaseOffer
+    ) -> list[ClaimedTask]:
+        candidates = lease_candidates(stored, now)
+        if not candidates:
+            return []
+        found = await _fetch(
+            conn, self._q.lease_new_tasks, ids=[t.id for t in candidates],
+            queues=sorted({t.queue for t in candidates}),
+            limit=offer.slots, now=now, lease_token=offer.lease_token, lease_margin=offer.lease_margin,
+        )  # fmt: skip
+        return [rows.claimed_from_row(row, _DECODERS, offer.lease_token) for row in found]
+
+    async def _enqueue_on(self, conn: Connection, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+        """enqueue's statements on ``conn`` (in the caller's transaction, if it has one)."""
+        q = self._q
+        created = await _fetch(conn, q.enqueue_tasks, now=now, **_task_columns(tasks))
+        # Tasks of a queue another transaction created meanwhile: read as stored.
+        for index, row in enumerate(created):
+            if row["max_attempts"] is None:
+                reread = await _fetchrow(conn, q.get_task, id=row["id"])
+                assert reread is not None, "inserted in this statement"
+                created[index] = reread
+        existing = []
+        if len(created) < len(tasks):
+            # Stored by an earlier try of this same request (committed, not answered).
+            inserted = {row["id"] for row in created}
+            skipped = [t.id for t in tasks if t.id not in inserted]
+            created.extend(await _fetch(conn, q.get_tasks_by_ids, ids=skipped))
+            keys = idempotency_keys(tasks)
+            existing = await _fetch(
+                conn,
+                q.get_tasks_by_idempotency_keys,
+                queues=[queue for queue, _ in keys],
+                keys=[key for _, key in keys],
+            )
+        return enqueue_results(
+            tasks,
+            {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
+            {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
+        )
+
+
+def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
+    """The tasks as one array per column: enqueue_tasks unnests them in one statement."""
+    return {
+        "ids": [t.id for t in tasks],
+        "queues": [t.queue for t in tasks],
+        "urls": [t.url for t in tasks],
+        "methods": [t.method for t in tasks],
+        "headers": [json.dumps(t.headers) for t in tasks],
+        "bodies": [t.body for t in tasks],
+        "run_ats": [t.run_at for t in tasks],
+        "priorities": [t.priority for t in tasks],
+        "keys": [t.key for t in tasks],
+        "tenants": [t.tenant for t in tasks],
+        "idempotency_keys": [t.idempotency_key for t in tasks],
+        "max_attempts": [t.max_attempts for t in tasks],
+        "timeouts": [t.timeout for t in tasks],
+        "event_ids": [t.event_id for t in tasks],
+        "endpoint_ids": [t.endpoint_id for t in tasks],
+        "breakers": [t.breaker for t in tasks],
+        "stop_ons": [rows.stop_on_text(t.stop_on) for t in tasks],
+        "deadlines": [t.deadline for t in tasks],
+        "min_backoffs": [t.min_backoff for t in tasks],
+        "max_backoffs": [t.max_backoff for t in tasks],
+        "callback_urls": [t.callback_url for t in tasks],
+        "failure_callback_urls": [t.failure_callback_url for t in tasks],
+        "callback_ofs": [t.callback_of for t in tasks],
+        "traceparents": [t.traceparent for t in tasks],
+        "tracestates": [t.tracestate for t in tasks],
+        "held_until": HELD_UNTIL,
+    }
