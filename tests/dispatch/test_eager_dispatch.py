@@ -5,18 +5,23 @@ dispatcher here polls once a minute, so only a wake-up can deliver within the te
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 
-from tests.storage.helpers import new
+import pytest
+
+from tests.storage.helpers import in_queue, new
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET
 from workly.clock import system_clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
+from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
-from workly.models import QueueConfig
+from workly.models import Claim, Enqueued, LeaseOffer, NewTask, QueueConfig
 from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.service.enqueuer import Enqueuer
 from workly.signing import Signer
@@ -122,3 +127,53 @@ async def test_offers_never_take_more_slots_than_the_dispatcher_has(storage: Sto
         await receiver.wait_for("/slow", 5, timeout=10)  # the rest claimed as slots free up
     assert len([e for e in entries if e.leased is not None]) == 2
     assert receiver.peak_in_flight == 2
+
+
+async def test_an_offer_that_overlaps_a_claim_never_exceeds_the_in_flight_limit(storage: Storage) -> None:
+    entered, gate = asyncio.Event(), asyncio.Event()
+    real_claim = storage.claim_tasks
+
+    async def held_claim(limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
+        entered.set()
+        await gate.wait()
+        return await real_claim(limit, now, lease_token, lease_margin)
+
+    metrics = Metrics()
+    for queue in ("claimed", "eager"):
+        await storage.put_queue(queue, QueueConfig(max_concurrency=10), system_clock())
+    async with running_receiver() as receiver:
+        receiver.delay("/slow", 0.2)
+        await storage.enqueue(
+            in_queue("claimed", [new(url=receiver.url("/slow")) for _ in range(2)]), system_clock()
+        )
+        storage.claim_tasks = held_claim  # type: ignore[method-assign]
+        async with eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, _):
+            await asyncio.wait_for(entered.wait(), 10)  # the first claim, sized for both slots, is under way
+            entries = await enqueuer.enqueue(
+                in_queue("eager", [new(url=receiver.url("/slow")) for _ in range(2)])
+            )
+            assert all(entry.leased is not None for entry in entries)  # the offer took both slots
+            gate.set()  # the claim returns two more tasks: they wait for a slot
+            await receiver.wait_for("/slow", 4, timeout=10)
+    assert receiver.peak_in_flight == 2
+
+
+async def test_what_an_enqueue_leased_before_its_error_is_still_delivered(storage: Storage) -> None:
+    real_enqueue = storage.enqueue
+
+    async def commits_then_fails(
+        tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
+    ) -> list[Enqueued]:
+        await real_enqueue(tasks, now, offer)
+        raise StorageUnavailable("the connection dropped after the commit")
+
+    metrics = Metrics()
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), system_clock())
+    async with running_receiver() as receiver, eager_enqueuer(storage, metrics) as (enqueuer, _):
+        storage.enqueue = commits_then_fails  # type: ignore[method-assign]
+        task = new(url=receiver.url("/hook"))
+        with pytest.raises(StorageUnavailable):
+            await enqueuer.enqueue([task])
+        [request] = await receiver.wait_for("/hook", 1, timeout=10)  # not left for the reaper
+    assert request.headers["webhook-id"] == task.id
+    assert sample(metrics, "workly_eager_dispatches_total") == 1

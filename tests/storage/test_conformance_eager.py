@@ -85,27 +85,37 @@ async def test_the_offer_bounds_what_is_leased_and_the_rest_waits_for_a_claim(
 
 
 async def test_what_an_offer_never_leases(storage: Storage, clock: FakeClock) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=100, ordering="key"), clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
     await storage.put_queue("paused", QueueConfig(paused=True), clock())
     await storage.put_queue("limited", QueueConfig(rate_limit=100.0), clock())
-    first = new(idempotency_key="once")
-    [original] = await storage.enqueue([first], clock())  # no offer: stays ready
+    [original] = await storage.enqueue(in_queue("keyed", [new(idempotency_key="once")]), clock())
     kept_out = [
         new(run_at=clock() + timedelta(seconds=5)),  # not due yet
         new(key="k"),  # an ordering key: its head rule is the claim's
         new(tenant="acme"),  # a tenant: its turn is the claim's
-        new(idempotency_key="once"),  # matches a stored task: nothing inserted
+        *in_queue("keyed", [new(idempotency_key="once")]),  # matches a stored task: nothing inserted
         *in_queue("paused", [new()]),
         *in_queue("limited", [new()]),
     ]
-    entries = await storage.enqueue(kept_out, clock(), offer())
-    assert leased_ids(entries) == []
-    assert entries[3].task.id == original.task.id
-    assert not entries[3].created
-    assert {(await stored(storage, e.task.id)).status for e in entries} == {"ready"}
-    # Behind a plain task that is due (the one stored without an offer), a new one waits its turn.
+    for task in kept_out:  # one at a time: each alone in its queue but for what it waits behind
+        [entry] = await storage.enqueue([task], clock(), offer())
+        assert entry.leased is None, task
+        assert (await stored(storage, entry.task.id)).status == "ready"
+        if task.queue == "q":
+            await storage.purge_queue("q")
+        if task.queue == "keyed":
+            assert (entry.created, entry.task.id) == (False, original.task.id)
+
+
+async def test_a_queue_holding_another_ready_task_leases_nothing(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
+    [later] = await storage.enqueue([new(run_at=clock() + timedelta(seconds=60))], clock())
     [behind] = await storage.enqueue([new()], clock(), offer())
-    assert behind.leased is None
+    assert behind.leased is None  # the claim decides what goes first
+    await storage.cancel_task(later.task.id, clock())
+    await storage.cancel_task(behind.task.id, clock())
+    [alone] = await storage.enqueue([new()], clock(), offer())
+    assert alone.leased is not None
 
 
 async def test_a_task_whose_breaker_is_open_is_held_not_leased(storage: Storage, clock: FakeClock) -> None:
@@ -128,6 +138,25 @@ async def test_a_queue_leases_only_its_room_under_max_concurrency(storage: Stora
     assert await claim(storage, clock()) == []  # three run: the third waits
     await storage.record_results([result_for(running, clock(), "succeeded")], clock())
     assert [c.id for c in await claim(storage, clock())] == [tasks[2].id]
+
+
+async def test_the_room_a_result_frees_is_leased_again(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=1), clock())
+    for _ in range(3):  # the result's release is counted in, with no claim in between
+        [entry] = await storage.enqueue([new()], clock(), offer())
+        assert entry.leased is not None
+        await storage.record_results([result_for(entry.leased, clock(), "succeeded")], clock())
+
+
+async def test_what_an_enqueue_leased_can_be_found_by_its_lease(storage: Storage, clock: FakeClock) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=10, signing_secret="whsec_abc"), clock())
+    tasks = [new(), new(run_at=clock() + timedelta(seconds=5))]
+    given = offer()
+    entries = await storage.enqueue(tasks, clock(), given)
+    ids = [t.id for t in tasks]
+    found = await storage.leased_tasks(ids, given.lease_token)
+    assert found == [entries[0].leased]
+    assert await storage.leased_tasks(ids, token()) == []
 
 
 async def test_leased_tasks_count_under_max_concurrency_across_processes(

@@ -14,6 +14,7 @@ transaction for them.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -77,12 +78,9 @@ class Dispatcher:
         self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
         self._eager = eager
         self._reserved = 0  # slots offered to enqueues whose transactions are under way
-        self._adopted: set[asyncio.Task[None]] = set()  # deliveries of tasks leased by an enqueue
-        # The last claim was cut short by the free slots: any delivery that ends frees one.
-        self._slot_bound = False
-        # Queues an eager enqueue left ready tasks in (no room): their next delivery to end
-        # wakes the claim, which frees none of them otherwise.
-        self._left_ready: set[str] = set()
+        # Tasks claimed or leased while every slot was taken (an enqueue's offer overlapped a
+        # claim, which sized its batch before the offer): each starts when a slot frees.
+        self._waiting: collections.deque[ClaimedTask] = collections.deque()
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record,
             max_batch=result_batch_max,
@@ -113,7 +111,10 @@ class Dispatcher:
                 grace,
                 len(self._in_flight),
             )
-            await self._all_done_or_abandoned(list(self._in_flight), grace)
+            deadline = time.monotonic() + grace
+            # Waiting tasks start as deliveries end: wait for those too, within the grace.
+            while self._in_flight and not self._abandon.is_set() and time.monotonic() < deadline:
+                await self._all_done_or_abandoned(list(self._in_flight), deadline - time.monotonic())
         still_running = [delivery for delivery in self._in_flight if not delivery.done()]
         for delivery in still_running:
             delivery.cancel()
@@ -155,32 +156,30 @@ class Dispatcher:
     def offer(self, wanted: int) -> LeaseOffer | None:
         """Hold up to ``wanted`` free slots for an enqueue about to run (None: none free,
         stopping, or eager dispatch off). Every offer is settled by ``adopt``."""
-        free = self._max_in_flight - len(self._in_flight) - self._reserved
-        slots = min(wanted, free)
+        slots = min(wanted, self._free_slots())
         if not self._eager or self._stopping or slots <= 0:
             return None
         self._reserved += slots
         return LeaseOffer(slots, self._new_lease_token(), self._lease_margin)
 
-    def adopt(self, offer: LeaseOffer, leased: Sequence[ClaimedTask], left_ready: Sequence[str]) -> None:
-        """The enqueue that took ``offer`` committed (or failed: nothing leased): start the
-        deliveries of what it leased, free the rest of the slots. ``left_ready``: queues
-        it left due tasks in, which a later delivery's end must look at again."""
+    def adopt(self, offer: LeaseOffer, leased: Sequence[ClaimedTask]) -> None:
+        """The enqueue that took ``offer`` is over: start the deliveries of what it leased
+        and free the rest of the slots (which a claim cut short by them may want)."""
         self._reserved -= offer.slots
-        self._left_ready.update(left_ready)
         if leased:
             self._metrics.eager_dispatches.inc(len(leased))
         for task in leased:
-            self._adopted.add(self._start_delivery(task))
+            self._start_delivery(task)
+        if len(leased) < offer.slots:
+            self._wake.set()
 
     # --- the loop ------------------------------------------------------------------
     async def _run(self) -> None:
         while not self._stopping:
             self.last_tick = time.monotonic()
             self._wake.clear()
-            wanted = self._max_in_flight - len(self._in_flight) - self._reserved
+            wanted = self._free_slots()
             claim = await self._claim(wanted) if wanted > 0 else Claim([])
-            self._slot_bound = wanted <= 0 or len(claim.tasks) >= wanted
             if claim.tasks:
                 self._metrics.claim_batch.observe(len(claim.tasks))
             for task in claim.tasks:
@@ -206,6 +205,9 @@ class Dispatcher:
             self._tracing.claimed(started, len(claim.tasks))
         return claim
 
+    def _free_slots(self) -> int:
+        return self._max_in_flight - len(self._in_flight) - len(self._waiting) - self._reserved
+
     def _new_lease_token(self) -> str:
         return f"{self._holder}/{uuid.uuid4().hex}"  # the task shows who holds it
 
@@ -215,7 +217,8 @@ class Dispatcher:
         A lease is never shorter than the margin, so a live process renews each lease at
         least three times before it could expire: only a dead or stalled process loses one.
         """
-        leases = [(task.seq, task.lease_token) for task in self._in_flight.values()]
+        held = [*self._in_flight.values(), *self._waiting]
+        leases = [(task.seq, task.lease_token) for task in held]
         if leases:
             await self._storage.extend_leases(leases, self._clock(), self._lease_margin)
             self.heartbeats += 1
@@ -226,26 +229,24 @@ class Dispatcher:
             await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
     # --- deliveries ------------------------------------------------------------------
-    def _start_delivery(self, task: ClaimedTask) -> asyncio.Task[None]:
+    def _start_delivery(self, task: ClaimedTask) -> None:
+        if len(self._in_flight) >= self._max_in_flight:
+            self._waiting.append(task)
+            return
         delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
         self._in_flight[delivery] = task
         self._metrics.in_flight.set(len(self._in_flight))
         delivery.add_done_callback(self._delivery_done)
-        return delivery
 
     def _delivery_done(self, delivery: asyncio.Task[None]) -> None:
         # Runs once the attempt's result is recorded (or failed to be): the slot is free,
         # and so is a place under its queue's max_concurrency, which may let a claim take
-        # a task that waits. Not so for a task an enqueue leased: its queue had nothing
-        # waiting, unless an enqueue left some there since (or the claim ran out of slots).
-        task = self._in_flight.pop(delivery, None)
+        # a task that waits there (from any process: this one cannot know), a leased
+        # task's as much as a claimed one's.
+        self._in_flight.pop(delivery, None)
         self._metrics.in_flight.set(len(self._in_flight))
-        if delivery in self._adopted:
-            self._adopted.discard(delivery)
-            if not self._slot_bound and (task is None or task.queue not in self._left_ready):
-                return
-            if task is not None:
-                self._left_ready.discard(task.queue)
+        if self._waiting:
+            self._start_delivery(self._waiting.popleft())
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:

@@ -14,14 +14,18 @@ tasks go straight to the dispatcher; only what stays ready ends in ``on_committe
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.dispatch.dispatcher import Dispatcher
 from workly.metrics import Metrics
-from workly.models import Enqueued, NewTask
+from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage.base import Storage
+from workly.storage.tasks import may_lease_new
+
+log = logging.getLogger("workly.enqueue")
 
 
 class Enqueuer:
@@ -73,17 +77,28 @@ class Enqueuer:
         return answers
 
     async def _store(self, tasks: list[NewTask]) -> list[Enqueued]:
+        now = self._clock()
         dispatcher = self._dispatcher
-        offer = None if dispatcher is None else dispatcher.offer(len(tasks))
+        wanted = 0 if dispatcher is None else sum(1 for task in tasks if may_lease_new(task, now))
+        offer = dispatcher.offer(wanted) if dispatcher is not None and wanted else None
         if dispatcher is None or offer is None:
-            return await self._storage.enqueue(tasks, self._clock())
-        stored: list[Enqueued] = []
+            return await self._storage.enqueue(tasks, now)
         try:
-            stored = await self._storage.enqueue(tasks, self._clock(), offer)
-        finally:
-            # Also when it failed: nothing is leased then (the transaction rolled back, or
-            # the reaper returns what an unknown outcome leased), and the slots are free.
-            leased = [entry.leased for entry in stored if entry.leased is not None]
-            left = sorted({entry.task.queue for entry in stored if entry.created and entry.leased is None})
-            dispatcher.adopt(offer, leased, left)
+            stored = await self._storage.enqueue(tasks, now, offer)
+        except Exception:
+            # The commit may have gone through (a connection lost while it did): deliver
+            # what it leased rather than leave it to the reaper, which would count an attempt.
+            dispatcher.adopt(offer, await self._leased_anyway(tasks, offer))
+            raise
+        except BaseException:
+            dispatcher.adopt(offer, [])  # cancelled: what it leased comes back through the reaper
+            raise
+        dispatcher.adopt(offer, [entry.leased for entry in stored if entry.leased is not None])
         return stored
+
+    async def _leased_anyway(self, tasks: list[NewTask], offer: LeaseOffer) -> list[ClaimedTask]:
+        try:
+            return await self._storage.leased_tasks([task.id for task in tasks], offer.lease_token)
+        except Exception as exc:
+            log.warning("could not look up what a failed enqueue leased (the reaper returns it): %s", exc)
+            return []

@@ -21,6 +21,7 @@ from workly.models import (
     Attempt,
     AttemptResult,
     Claim,
+    ClaimedTask,
     Enqueued,
     LeaseOffer,
     NewTask,
@@ -112,12 +113,16 @@ class Storage(Protocol):
 
         With an ``offer`` (eager dispatch), up to ``offer.slots`` of the tasks it inserts are
         leased under ``offer.lease_token`` in the same transaction, as a claim would lease
-        them, where a claim would take them at once and in this order: due now, no tenant,
-        ordering key or endpoint, not held, of a queue that is not paused, has no rate limit,
-        has room under max_concurrency and has no other plain task due. Their entries carry
-        ``leased``; ``task`` shows each as accepted (ready, no attempts). The others stay
-        ready for the claim.
+        them, where a claim would take them at once and first: due now, no tenant, ordering
+        key or endpoint, not held, of a queue that is not paused, has no rate limit, has room
+        under max_concurrency and holds no other ready task. Their entries carry ``leased``;
+        ``task`` shows each as accepted (ready, no attempts). The others stay ready for the
+        claim.
         """
+
+    async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]:
+        """The tasks among ``ids`` running under ``lease_token``, as a claim returns them: what
+        an enqueue whose caller did not learn its outcome leased (eager dispatch)."""
 
     async def get_task(self, task_id: str) -> Task | None: ...
 

@@ -27,7 +27,7 @@ from workly.storage.queries import PostgresQueries
 from workly.storage.tasks import (
     enqueue_results,
     idempotency_keys,
-    lease_candidates,
+    lease_scope,
     may_lease_new,
     with_leases,
 )
@@ -49,15 +49,18 @@ class PostgresEnqueue:
                 leased = await self._lease_new(conn, stored, now, offer)
             return with_leases(stored, leased)
 
+    async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]:
+        found = await _fetch(self._pool, self._q.get_leased_tasks, ids=list(ids), lease_token=lease_token)
+        return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
+
     async def _lease_new(
         self, conn: Connection, stored: list[Enqueued], now: datetime, offer: LeaseOffer
     ) -> list[ClaimedTask]:
-        candidates = lease_candidates(stored, now)
-        if not candidates:
+        ids, queues = lease_scope(stored, now)
+        if not queues:
             return []
         found = await _fetch(
-            conn, self._q.lease_new_tasks, ids=[t.id for t in candidates],
-            queues=sorted({t.queue for t in candidates}),
+            conn, self._q.lease_new_tasks, ids=ids, queues=queues,
             limit=offer.slots, now=now, lease_token=offer.lease_token, lease_margin=offer.lease_margin,
         )  # fmt: skip
         return [rows.claimed_from_row(row, _DECODERS, offer.lease_token) for row in found]

@@ -80,6 +80,7 @@ class CommonQueries:
     cancel_task: Query
     retry_task: Query
     claim_tasks: Query
+    get_leased_tasks: Query
     record_results: Query
     get_queue: Query
     get_queue_for_update: Query

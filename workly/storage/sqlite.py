@@ -20,6 +20,7 @@ from workly.models import (
     Attempt,
     AttemptResult,
     Claim,
+    ClaimedTask,
     Enqueued,
     LeaseOffer,
     NewTask,
@@ -126,6 +127,11 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
         self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
     ) -> list[Enqueued]:
         return await self._writer.transaction(self._acknowledged, enqueue_on, tasks, to_us(now), offer)
+
+    async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]:
+        params = {"ids": json.dumps(list(ids)), "lease_token": lease_token}
+        found = await self._reader.run(fetchall, _q().get_leased_tasks, params)
+        return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
 
     async def get_task(self, task_id: str) -> Task | None:
         return await self._reader.run(_get_task, task_id)

@@ -8,12 +8,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask, Task
+from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage import rows
 from workly.storage.queries import sqlite_queries
 from workly.storage.sqlite_statements import DECODERS, execute_many, fetchall, from_us, to_us
 from workly.storage.sqlite_webhooks import HELD_US
-from workly.storage.tasks import enqueue_results, idempotency_keys, lease_candidates, with_leases
+from workly.storage.tasks import enqueue_results, idempotency_keys, lease_scope, with_leases
 
 Db = sqlite3.Connection
 _q = sqlite_queries
@@ -28,17 +28,17 @@ def enqueue_on(
     stored = _store(db, tasks, now_us)
     if offer is None:
         return stored
-    candidates = lease_candidates(stored, from_us(now_us))
-    return with_leases(stored, lease_new(db, candidates, now_us, offer) if candidates else [])
+    ids, queues = lease_scope(stored, from_us(now_us))
+    return with_leases(stored, lease_new(db, ids, queues, now_us, offer) if queues else [])
 
 
-def lease_new(db: Db, candidates: list[Task], now_us: int, offer: LeaseOffer) -> list[ClaimedTask]:
-    """Eager dispatch: lease up to ``offer.slots`` of the tasks just inserted where a claim
-    would take them now (the PostgreSQL query lease_new_tasks says when)."""
-    params = {"ids": json.dumps([t.id for t in candidates]), "now": now_us}
-    queues = json.dumps(sorted({t.queue for t in candidates}))
-    found = fetchall(db, _q().lease_new_tasks_room, {**params, "queues": queues})
+def lease_new(db: Db, ids: list[str], queues: list[str], now_us: int, offer: LeaseOffer) -> list[ClaimedTask]:
+    """Eager dispatch: lease up to ``offer.slots`` of the tasks just inserted (``ids``) where
+    a claim would take them now (the PostgreSQL query lease_new_tasks says when)."""
+    inserted = json.dumps(ids)
+    found = fetchall(db, _q().lease_new_tasks_room, {"ids": inserted, "queues": json.dumps(queues)})
     room = {row["name"]: row["free"] for row in found}
+    params = {"ids": inserted, "now": now_us}
     chosen: list[int] = []
     for row in fetchall(db, _q().lease_new_tasks_candidates, params):
         if len(chosen) == offer.slots:

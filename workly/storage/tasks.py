@@ -45,18 +45,21 @@ def may_lease_new(task: NewTask, now: datetime) -> bool:
     return due and task.key is None and task.tenant is None and task.endpoint_id is None
 
 
-def lease_candidates(stored: Sequence[Enqueued], now: datetime) -> list[Task]:
-    """The tasks an enqueue inserted that its lease step may lease."""
-    return [
-        entry.task
-        for entry in stored
-        if entry.created
-        and entry.task.status == "ready"
-        and entry.task.key is None
-        and entry.task.tenant is None
-        and entry.task.endpoint_id is None
-        and entry.task.run_at <= now
-    ]
+def lease_scope(stored: Sequence[Enqueued], now: datetime) -> tuple[list[str], list[str]]:
+    """What an enqueue's lease step reads: the ids of every task it inserted (it picks among
+    them, and they do not count as tasks waiting in their queues) and the queues of those it
+    may lease (none: there is no lease step)."""
+    inserted = [entry.task for entry in stored if entry.created]
+    queues = {
+        task.queue
+        for task in inserted
+        if task.status == "ready"
+        and task.key is None
+        and task.tenant is None
+        and task.endpoint_id is None
+        and task.run_at <= now
+    }
+    return [task.id for task in inserted], sorted(queues)
 
 
 def with_leases(stored: list[Enqueued], leased: Sequence[ClaimedTask]) -> list[Enqueued]:

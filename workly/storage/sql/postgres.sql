@@ -67,33 +67,41 @@ LEFT JOIN new_queues n ON n.name = i.queue;
 -- Eager dispatch (docs/queues.md): in the enqueue's own transaction, lease tasks it has
 -- just inserted (:ids) to this process's dispatcher, which holds :limit slots free for
 -- them, so they need no claim of their own. Only where the claim would take them at once
--- and in this order: due now, no tenant and no ordering key, not held by a breaker, of a
--- queue that is not paused, has no rate limit, is no endpoint's, has room under
--- max_concurrency and holds no other plain task that is due. The queues are locked in name
--- order, as the claim locks them, and their running counts grow by what was leased, as a
--- claim's do. A count that still holds results not yet folded (queue_releases) only makes
--- this step lease fewer: the next claim takes what it left ready.
+-- and first: due now, no tenant and no ordering key, not held by a breaker, of a queue
+-- that is not paused, has no rate limit, is no endpoint's, has room under max_concurrency
+-- and holds no other ready task (due or not: one index probe, and whatever waits goes
+-- first, through the claim). The queues are locked in name order and their releases
+-- folded, as the claim does both; their running counts grow by what was leased.
 WITH room AS (
-    SELECT q.name, q.max_concurrency - q.running AS free
+    SELECT q.name, q.running, q.max_concurrency
     FROM queues q
     WHERE q.name = ANY(:queues::text[]) AND NOT q.paused AND q.rate_limit IS NULL
-      AND q.running < q.max_concurrency
       AND NOT EXISTS (SELECT 1 FROM breakers k WHERE k.key = q.name)
       AND NOT EXISTS (SELECT 1 FROM tasks w
-                      WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NULL
-                        AND w.key IS NULL AND w.run_at <= :now AND w.id <> ALL(:ids::text[]))
+                      WHERE w.queue = q.name AND w.status = 'ready' AND w.id <> ALL(:ids::text[]))
     ORDER BY q.name
     FOR NO KEY UPDATE OF q
 ),
+released AS (
+    DELETE FROM queue_releases r USING room l
+    WHERE r.queue = l.name
+    RETURNING r.queue, r.n
+),
+budget AS (
+    SELECT l.name, l.running - coalesce(f.n, 0) AS running, coalesce(f.n, 0) AS folded,
+           l.max_concurrency - (l.running - coalesce(f.n, 0)) AS free
+    FROM room l
+    LEFT JOIN (SELECT queue, sum(n)::int AS n FROM released GROUP BY queue) f ON f.queue = l.name
+),
 picked AS (
-    SELECT t.seq, t.queue, t.priority, r.free,
+    SELECT t.seq, t.priority, b.free,
            row_number() OVER (PARTITION BY t.queue ORDER BY t.priority DESC, t.seq) AS place
-    FROM tasks t JOIN room r ON r.name = t.queue
+    FROM tasks t JOIN budget b ON b.name = t.queue
     WHERE t.id = ANY(:ids::text[]) AND t.status = 'ready' AND t.run_at <= :now
       AND t.tenant IS NULL AND t.key IS NULL AND t.held_run_at IS NULL
 ),
 chosen AS (
-    SELECT seq, queue FROM picked WHERE place <= free ORDER BY priority DESC, seq LIMIT :limit
+    SELECT seq FROM picked WHERE place <= free ORDER BY priority DESC, seq LIMIT :limit
 ),
 leased AS (
     UPDATE tasks t
@@ -118,11 +126,27 @@ leased AS (
 ),
 counted AS (
     UPDATE queues q
-    SET running = q.running + n.n
-    FROM (SELECT queue, count(*)::int AS n FROM chosen GROUP BY queue) n
-    WHERE q.name = n.queue
+    SET running = b.running + coalesce(n.n, 0)
+    FROM budget b
+    LEFT JOIN (SELECT queue, count(*)::int AS n FROM leased GROUP BY queue) n ON n.queue = b.name
+    WHERE q.name = b.name AND (n.n > 0 OR b.folded > 0)
 )
 SELECT * FROM leased ORDER BY priority DESC, seq;
+
+-- name: get_leased_tasks
+-- The tasks among :ids running under :lease_token, as claim_tasks returns them: what an
+-- enqueue whose caller did not learn its outcome leased (eager dispatch).
+SELECT t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
+       coalesce(t.max_attempts, q.max_attempts) AS max_attempts, coalesce(t.timeout, q.timeout) AS timeout,
+       coalesce(t.min_backoff, q.min_backoff) AS min_backoff, coalesce(t.max_backoff, q.max_backoff) AS max_backoff,
+       q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker, t.attempt_base,
+       coalesce(t.stop_on, q.stop_on) AS stop_on, coalesce(t.deadline, q.deadline) AS deadline,
+       coalesce(t.budget_at, t.created_at) AS budget_at,
+       (t.callback_url IS NOT NULL OR t.failure_callback_url IS NOT NULL) AS capture_response,
+       t.traceparent, t.tracestate
+FROM tasks t JOIN queues q ON q.name = t.queue
+WHERE t.id = ANY(:ids::text[]) AND t.lease_token = :lease_token AND t.status = 'running'
+ORDER BY t.priority DESC, t.seq;
 
 -- name: get_tasks_by_ids
 SELECT * FROM task_view WHERE id = ANY(:ids::text[]);

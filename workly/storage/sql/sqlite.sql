@@ -33,9 +33,8 @@ SELECT q.name,
 FROM queues q
 WHERE q.name IN (SELECT value FROM json_each(:queues)) AND q.paused = 0 AND q.rate_limit IS NULL
   AND NOT EXISTS (SELECT 1 FROM breakers k WHERE k.key = q.name)
-  AND NOT EXISTS (SELECT 1 FROM tasks w INDEXED BY tasks_claim
-                  WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NULL
-                    AND w.key IS NULL AND w.run_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM tasks w INDEXED BY tasks_queue_status
+                  WHERE w.queue = q.name AND w.status = 'ready'
                     AND w.id NOT IN (SELECT value FROM json_each(:ids)));
 
 -- name: lease_new_tasks_candidates
@@ -44,6 +43,21 @@ SELECT seq, queue FROM tasks
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready' AND run_at <= :now
   AND tenant IS NULL AND key IS NULL AND held_run_at IS NULL
 ORDER BY priority DESC, seq;
+
+-- name: get_leased_tasks
+-- The tasks among :ids running under :lease_token, as claim_tasks returns them: what an
+-- enqueue whose caller did not learn its outcome leased (eager dispatch).
+SELECT t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
+       coalesce(t.max_attempts, q.max_attempts) AS max_attempts, coalesce(t.timeout, q.timeout) AS timeout,
+       coalesce(t.min_backoff, q.min_backoff) AS min_backoff, coalesce(t.max_backoff, q.max_backoff) AS max_backoff,
+       q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker, t.attempt_base,
+       coalesce(t.stop_on, q.stop_on) AS stop_on, coalesce(t.deadline, q.deadline) AS deadline,
+       coalesce(t.budget_at, t.created_at) AS budget_at,
+       (t.callback_url IS NOT NULL OR t.failure_callback_url IS NOT NULL) AS capture_response,
+       t.traceparent, t.tracestate
+FROM tasks t JOIN queues q ON q.name = t.queue
+WHERE t.id IN (SELECT value FROM json_each(:ids)) AND t.lease_token = :lease_token AND t.status = 'running'
+ORDER BY t.priority DESC, t.seq;
 
 -- name: get_tasks_by_ids
 -- Also how an enqueue reads back what executemany inserted (it returns no rows).
