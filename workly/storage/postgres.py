@@ -44,9 +44,7 @@ from workly.storage.postgres_stats import PostgresStats
 from workly.storage.postgres_wakeups import PostgresWakeups
 from workly.storage.postgres_webhooks import PostgresWebhooks
 from workly.storage.queries import Query, postgres_queries
-from workly.storage.tasks import (
-    check_transition,
-)
+from workly.storage.tasks import check_transition
 
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
 

@@ -41,7 +41,10 @@ def enqueue_results(
 def may_lease_new(task: NewTask, now: datetime) -> bool:
     """Whether an enqueue could lease this task to its dispatcher (eager dispatch): due now,
     of no tenant, ordering key or endpoint; the storage checks its queue and breaker."""
-    due = task.run_at is None or task.run_at <= now
+    return _plain_and_due(task, task.run_at is None or task.run_at <= now)
+
+
+def _plain_and_due(task: NewTask | Task, due: bool) -> bool:
     return due and task.key is None and task.tenant is None and task.endpoint_id is None
 
 
@@ -51,13 +54,7 @@ def lease_scope(stored: Sequence[Enqueued], now: datetime) -> tuple[list[str], l
     may lease (none: there is no lease step)."""
     inserted = [entry.task for entry in stored if entry.created]
     queues = {
-        task.queue
-        for task in inserted
-        if task.status == "ready"
-        and task.key is None
-        and task.tenant is None
-        and task.endpoint_id is None
-        and task.run_at <= now
+        task.queue for task in inserted if _plain_and_due(task, task.status == "ready" and task.run_at <= now)
     }
     return [task.id for task in inserted], sorted(queues)
 
