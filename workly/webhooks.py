@@ -9,6 +9,7 @@ applies them (docs/webhooks.md).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,6 +99,7 @@ def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)  # every enqueue asks; most name a URL asked before
 def origin_of(url: str) -> str:
     """The destination origin a plain task's breaker counts for: scheme://host:port."""
     parts = urlsplit(url)

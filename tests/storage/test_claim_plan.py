@@ -16,6 +16,8 @@ from typing import Any
 import asyncpg
 import pytest
 
+from workly.models import NewTask
+from workly.storage.postgres_enqueue import task_columns
 from workly.storage.queries import postgres_queries
 
 pytestmark = pytest.mark.postgres
@@ -155,3 +157,52 @@ async def test_tenants_and_keys_of_queues_without_room_are_not_visited(conn: asy
     unions = [n for n in nodes if n["Node Type"] == "Recursive Union"]
     assert all(n["Actual Rows"] == 0 for n in unions), [n["Actual Rows"] for n in unions]
     assert buffers < 1_000, buffers
+
+
+async def test_a_claim_visits_no_queue_with_nothing_ready(conn: asyncpg.Connection) -> None:
+    """The probe that keeps a claim off a queue with nothing ready reads one index entry,
+    however deep the queues it passes over are (a walk of the primary key would not)."""
+    for name in ("a-deep", "b-deep-tenants", "c-deep-keys"):
+        await _queue(conn, name)
+    await _tasks(conn, "a-deep", 50_000)
+    await _tasks(conn, "b-deep-tenants", 50_000, tenant="'t' || g")
+    await _tasks(conn, "c-deep-keys", 50_000, key="'k' || g")
+    await conn.execute("UPDATE queues SET max_concurrency = 0")  # nothing to take anywhere
+    await _queue(conn, "z-idle")
+    nodes, claimed, buffers = await _explain_claim(conn)
+    assert claimed == 0
+    _assert_no_backlog_scan(nodes)
+    assert buffers < 200, buffers
+
+
+async def test_an_eager_enqueue_reads_no_backlog(conn: asyncpg.Connection) -> None:
+    """enqueue_tasks probes its queues for ready work in index order: a queue with
+    a deep backlog of each kind costs it a few index entries, not the backlog."""
+    for name in ("plain", "tenants", "keys", "idle"):
+        await _queue(conn, name)
+    await _tasks(conn, "plain", 50_000)
+    await _tasks(conn, "tenants", 50_000, tenant="'t' || g")
+    await _tasks(conn, "keys", 50_000, key="'k' || g")
+    await conn.execute("ANALYZE")
+    tasks = [
+        NewTask(
+            id=f"eager-{queue}", queue=queue, url="http://127.0.0.1:9/", method="POST", headers={}, body=b""
+        )
+        for queue in ("idle", "keys", "plain", "tenants")
+    ]
+    query = postgres_queries().enqueue_tasks
+    params = {
+        "now": NOW, **task_columns(tasks), "lease_queues": sorted(t.queue for t in tasks), "limit": 10,
+        "lease_token": "lease", "lease_margin": 30.0,
+    }  # fmt: skip
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        raw = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql, *query.args(params))
+        leased = await conn.fetch("SELECT queue FROM tasks WHERE id LIKE 'eager-%' AND status = 'running'")
+    finally:
+        await transaction.rollback()
+    plan = json.loads(raw)[0]["Plan"]
+    _assert_no_backlog_scan(_nodes(plan))
+    assert [row["queue"] for row in leased] == ["idle"]  # the others hold ready work
+    assert int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0)) < 300

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from workly.callbacks import DueCallback
+from workly.json_text import from_json
 from workly.operations import Operation, TaskFilter, filter_from_json
 from workly.storage.rows import Decoders, Row, attempt_from_row, task_from_row
 
@@ -16,7 +16,7 @@ def operation_from_row(row: Row, dec: Decoders) -> Operation:
     return Operation(
         id=row["id"],
         action=row["action"],
-        filter=filter_from_json(json.loads(stored) if isinstance(stored, str) else dict(stored)),
+        filter=filter_from_json(from_json(stored) if isinstance(stored, str) else dict(stored)),
         state=row["state"],
         matched=row["matched"],
         changed=row["changed"],

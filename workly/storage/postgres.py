@@ -7,7 +7,6 @@ every public method raises only Workly's errors (interpret.py).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,6 +16,7 @@ import asyncpg
 from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.database_url import DEFAULT_SCHEMA, check_schema_name, split_pool_size
 from workly.errors import ConfigError, QueueNotFound, TaskNotFound
+from workly.json_text import from_json, to_json
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -59,7 +59,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def _init_connection(conn: asyncpg.Connection, schema: str) -> None:
-    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=to_json, decoder=from_json, schema="pg_catalog")
     await use_schema(conn, schema)
 
 

@@ -1,6 +1,6 @@
 """PostgreSQL's enqueue: one statement that creates missing queues and inserts the tasks in
-order (sql/postgres.sql enqueue_tasks); with a LeaseOffer, a second statement in the same
-transaction leases what a claim would take at once (lease_new_tasks, eager dispatch).
+order (sql/postgres.sql enqueue_tasks); with a LeaseOffer, it also inserts leased what a
+claim would take at once (eager dispatch).
 
 A mixin of PostgresStorage (it uses its pool and its queries); schedules' firings call
 ``_enqueue_on`` inside their own transactions.
@@ -8,7 +8,6 @@ A mixin of PostgresStorage (it uses its pool and its queries); schedules' firing
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import asyncpg
 
 from workly.breaker import HELD_UNTIL
+from workly.json_text import to_json
 from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage import rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
@@ -24,13 +24,7 @@ from workly.storage.postgres_statements import Connection
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
 from workly.storage.queries import PostgresQueries
-from workly.storage.tasks import (
-    enqueue_results,
-    idempotency_keys,
-    lease_scope,
-    may_lease_new,
-    with_leases,
-)
+from workly.storage.tasks import enqueue_results, idempotency_keys, may_lease_new, with_leases
 
 
 @raises_workly_errors(interpret_postgres_error)
@@ -42,33 +36,20 @@ class PostgresEnqueue:
         self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
     ) -> list[Enqueued]:
         async with self._pool.acquire() as conn:
-            if offer is None or not any(may_lease_new(task, now) for task in tasks):
-                return await self._enqueue_on(conn, tasks, now)  # one statement, no BEGIN
-            async with conn.transaction():
-                stored = await self._enqueue_on(conn, tasks, now)
-                leased = await self._lease_new(conn, stored, now, offer)
-            return with_leases(stored, leased)
+            return await self._enqueue_on(conn, tasks, now, offer)
 
     async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]:
         found = await _fetch(self._pool, self._q.get_leased_tasks, ids=list(ids), lease_token=lease_token)
         return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
 
-    async def _lease_new(
-        self, conn: Connection, stored: list[Enqueued], now: datetime, offer: LeaseOffer
-    ) -> list[ClaimedTask]:
-        ids, queues = lease_scope(stored, now)
-        if not queues:
-            return []
-        found = await _fetch(
-            conn, self._q.lease_new_tasks, ids=ids, queues=queues,
-            limit=offer.slots, now=now, lease_token=offer.lease_token, lease_margin=offer.lease_margin,
-        )  # fmt: skip
-        return [rows.claimed_from_row(row, _DECODERS, offer.lease_token) for row in found]
-
-    async def _enqueue_on(self, conn: Connection, tasks: Sequence[NewTask], now: datetime) -> list[Enqueued]:
+    async def _enqueue_on(
+        self, conn: Connection, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
+    ) -> list[Enqueued]:
         """enqueue's statements on ``conn`` (in the caller's transaction, if it has one)."""
         q = self._q
-        created = await _fetch(conn, q.enqueue_tasks, now=now, **_task_columns(tasks))
+        lease = _lease_params(tasks, now, offer)
+        created = await _fetch(conn, q.enqueue_tasks, now=now, **task_columns(tasks), **lease)
+        leased = [] if offer is None else _leased(created, offer.lease_token)
         # Tasks of a queue another transaction created meanwhile: read as stored.
         for index, row in enumerate(created):
             if row["max_attempts"] is None:
@@ -88,21 +69,39 @@ class PostgresEnqueue:
                 queues=[queue for queue, _ in keys],
                 keys=[key for _, key in keys],
             )
-        return enqueue_results(
+        stored = enqueue_results(
             tasks,
             {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
             {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
         )
+        return with_leases(stored, leased)
 
 
-def _task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
+def _lease_params(tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None) -> dict[str, Any]:
+    """enqueue_tasks' eager dispatch parameters: no queues to lease in without an offer."""
+    if offer is None:
+        return {"lease_queues": [], "limit": 0, "lease_token": None, "lease_margin": 0.0}
+    queues = sorted({t.queue for t in tasks if may_lease_new(t, now)})
+    return {
+        "lease_queues": queues, "limit": offer.slots, "lease_token": offer.lease_token,
+        "lease_margin": offer.lease_margin,
+    }  # fmt: skip
+
+
+def _leased(created: list[asyncpg.Record], lease_token: str) -> list[ClaimedTask]:
+    """The tasks enqueue_tasks inserted leased, in the order a claim takes them."""
+    found = sorted((row for row in created if row["leased"]), key=lambda row: (-row["priority"], row["seq"]))
+    return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
+
+
+def task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
     """The tasks as one array per column: enqueue_tasks unnests them in one statement."""
     return {
         "ids": [t.id for t in tasks],
         "queues": [t.queue for t in tasks],
         "urls": [t.url for t in tasks],
         "methods": [t.method for t in tasks],
-        "headers": [json.dumps(t.headers) for t in tasks],
+        "headers": [to_json(t.headers) for t in tasks],
         "bodies": [t.body for t in tasks],
         "run_ats": [t.run_at for t in tasks],
         "priorities": [t.priority for t in tasks],

@@ -5,7 +5,6 @@ A mixin of PostgresStorage (it uses its pool and queries)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -13,6 +12,7 @@ import asyncpg
 
 from workly.breaker import HELD_UNTIL
 from workly.callbacks import DueCallback
+from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
@@ -36,7 +36,7 @@ class PostgresOperations:
     ) -> Operation:
         row = await fetchrow(
             self._pool, self._q.insert_operation, id=operation_id, action=action,
-            filter=json.dumps(task_filter.given()), now=now, **filter_params(task_filter, _same),
+            filter=to_json(task_filter.given()), now=now, **filter_params(task_filter, _same),
         )  # fmt: skip
         return operation_from_row(row, DECODERS)
 

@@ -3,13 +3,13 @@ postgres_webhooks.py): by name, with parameters by name (queries.py)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from workly.json_text import from_json
 from workly.storage import rows
 from workly.storage.queries import Query
 
@@ -22,7 +22,7 @@ def _as_datetime(value: Any) -> datetime:
 
 
 def _as_headers(value: Any) -> dict[str, str]:
-    return dict(json.loads(value) if isinstance(value, str) else value)
+    return dict(from_json(value) if isinstance(value, str) else value)
 
 
 async def use_schema(conn: asyncpg.Connection, schema: str) -> None:

@@ -7,7 +7,6 @@ webhook_rows.py.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -17,6 +16,7 @@ import asyncpg
 
 from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.errors import EndpointNotFound
+from workly.json_text import to_json
 from workly.models import AttemptResult
 from workly.storage import breakers, rows, webhook_rows
 from workly.storage.base import EndpointChange
@@ -156,7 +156,7 @@ class PostgresWebhooks:
             return None
         task_ids = [new_task_id() for _ in targets]
         headers = [
-            json.dumps(webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type))
+            to_json(webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type))
             for row in targets
         ]
         stored = await fetchrow(

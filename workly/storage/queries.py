@@ -169,7 +169,6 @@ class CommonQueries:
 @dataclass(frozen=True, slots=True)
 class PostgresQueries(CommonQueries):
     enqueue_tasks: Query
-    lease_new_tasks: Query
     lock_for_recount: Query
     recount_lock_timeout: Query
     list_all_tasks_by_status: Query
@@ -197,8 +196,8 @@ class SqliteQueries(CommonQueries):
     # Parts of queries PostgreSQL runs as one statement (see sqlite.sql).
     enqueue_tasks_ensure_queues: Query
     enqueue_tasks_insert: Query
-    lease_new_tasks_room: Query
-    lease_new_tasks_candidates: Query
+    enqueue_tasks_lease_room: Query
+    enqueue_tasks_lease_candidates: Query
     list_all_tasks_by_status_queues: Query
     list_all_tasks_by_status_seqs: Query
     list_all_tasks_by_status_rows: Query

@@ -18,7 +18,7 @@ R = TypeVar("R")
 
 
 class Row(Protocol):
-    """A result row read by column name: asyncpg's Record and sqlite3.Row both are."""
+    """A result row read by column name: asyncpg's Record and the SQLite storage's dict both are."""
 
     def __getitem__(self, key: str, /) -> Any: ...
 

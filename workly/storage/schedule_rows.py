@@ -4,11 +4,11 @@ store it in (``{"task": {…}}`` or ``{"event": {…}}``, bodies in base64)."""
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from workly.json_text import from_json, to_json
 from workly.models import Enqueued, NewTask
 from workly.schedules import Fired, Firing, Schedule, ScheduleSpec
 from workly.storage.rows import Decoders, Row
@@ -28,15 +28,15 @@ def template_json(spec: ScheduleSpec) -> str:
         stored: dict[str, Any] = {name: getattr(task, name) for name in _TASK_FIELDS}
         stored["body"] = base64.b64encode(task.body).decode()
         stored["stop_on"] = None if task.stop_on is None else list(task.stop_on)
-        return json.dumps({"task": stored})
+        return to_json({"task": stored})
     assert spec.event is not None
     event = spec.event
     kept = {name: getattr(event, name) for name in _EVENT_FIELDS}
-    return json.dumps({"event": {**kept, "payload": base64.b64encode(event.payload).decode()}})
+    return to_json({"event": {**kept, "payload": base64.b64encode(event.payload).decode()}})
 
 
 def _templates(stored: Any) -> tuple[NewTask | None, NewEvent | None]:
-    template = json.loads(stored) if isinstance(stored, str) else dict(stored)
+    template = from_json(stored) if isinstance(stored, str) else dict(stored)
     if "task" in template:
         task = dict(template["task"])
         body = base64.b64decode(task.pop("body"))

@@ -7,7 +7,6 @@ so the single writer is never interleaved and costs one hand-off per transaction
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -16,6 +15,7 @@ from typing import Any
 from workly.breaker import BreakerRules
 from workly.database_url import sqlite_path
 from workly.errors import ConfigError, QueueNotFound, TaskNotFound
+from workly.json_text import to_json
 from workly.models import (
     Attempt,
     AttemptResult,
@@ -129,7 +129,7 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
         return await self._writer.transaction(self._acknowledged, enqueue_on, tasks, to_us(now), offer)
 
     async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]:
-        params = {"ids": json.dumps(list(ids)), "lease_token": lease_token}
+        params = {"ids": to_json(list(ids)), "lease_token": lease_token}
         found = await self._reader.run(fetchall, _q().get_leased_tasks, params)
         return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
 
@@ -172,7 +172,7 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
     ) -> int:
         if not leases:
             return 0
-        params = {"now": to_us(now), "lease_margin": lease_margin, "leases": json.dumps(list(leases))}
+        params = {"now": to_us(now), "lease_margin": lease_margin, "leases": to_json(list(leases))}
         return await self._writer.transaction(self._bookkeeping, _count_rows, _q().extend_leases, params)
 
     async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
@@ -228,11 +228,11 @@ def _list_tasks(
         # Each queue's newest matches from tasks_queue_status, merged: as PostgreSQL's
         # lateral join does, so a rare status is found without scanning the table.
         seqs: list[int] = []
-        for (name,) in fetchall(db, q.list_all_tasks_by_status_queues):
-            matches = {**page, "queue": name, "status": status}
+        for queue_row in fetchall(db, q.list_all_tasks_by_status_queues):
+            matches = {**page, "queue": queue_row["name"], "status": status}
             seqs += [row["seq"] for row in fetchall(db, q.list_all_tasks_by_status_seqs, matches)]
         newest = sorted(seqs, reverse=True)[: limit + 1]
-        found = fetchall(db, q.list_all_tasks_by_status_rows, {"seqs": json.dumps(newest)})
+        found = fetchall(db, q.list_all_tasks_by_status_rows, {"seqs": to_json(newest)})
     elif fetchone(db, q.get_queue, {"name": queue}) is None:
         raise QueueNotFound(queue)
     elif status is None:
@@ -262,7 +262,7 @@ def _transition(
 
 
 def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: BreakerRules) -> RecordSummary:
-    payload = json.dumps(
+    payload = to_json(
         [
             {
                 "task_seq": r.task_seq,
@@ -277,7 +277,7 @@ def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: Breake
         ]
     )
     plan = breakers.plan(results)
-    params = {"results": payload, "now": now_us, "ok_keys": json.dumps(plan.ok_keys), "held_until": HELD_US}
+    params = {"results": payload, "now": now_us, "ok_keys": to_json(plan.ok_keys), "held_until": HELD_US}
     accepted = _accepted(db, results, params)
     execute_many(
         db,
@@ -312,7 +312,7 @@ def _accepted(db: Db, results: Sequence[AttemptResult], params: Mapping[str, Any
     seqs = [r.task_seq for r in results]
     current = None
     if len(set(seqs)) < len(seqs):
-        found = fetchall(db, _q().record_results_leases, {"seqs": json.dumps(seqs)})
+        found = fetchall(db, _q().record_results_leases, {"seqs": to_json(seqs)})
         current = {(row["seq"], row["lease_token"]) for row in found}
     updated = {row["seq"] for row in fetchall(db, _q().record_results, params)}
     if current is None:
@@ -328,7 +328,7 @@ def _reap(db: Db, now_us: int, limit: int) -> int:
     params = {"now": now_us, "limit": limit}
     seqs = [row["task_seq"] for row in fetchall(db, _q().reap_expired_attempts, params)]
     if seqs:
-        execute(db, _q().reap_expired, {"now": now_us, "seqs": json.dumps(seqs), "held_until": HELD_US})
+        execute(db, _q().reap_expired, {"now": now_us, "seqs": to_json(seqs), "held_until": HELD_US})
     return len(seqs)
 
 

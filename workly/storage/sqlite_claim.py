@@ -10,15 +10,15 @@ writes while it counts, chooses and marks (SQLite has a single writer).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 
+from workly.json_text import to_json
 from workly.models import Claim, ClaimedTask
 from workly.storage import claim_rules, rows
 from workly.storage.claim_rules import Candidate
 from workly.storage.queries import sqlite_queries
-from workly.storage.sqlite_statements import fetchall
+from workly.storage.sqlite_statements import SqliteRow, fetchall
 
 _q = sqlite_queries  # loaded at the first call, then cached
 _SECOND_US = 1_000_000
@@ -65,7 +65,7 @@ def claim(
     )
 
 
-def _budget(queue: sqlite3.Row, now_us: int, limit: int) -> _Budget:
+def _budget(queue: SqliteRow, now_us: int, limit: int) -> _Budget:
     tokens = None
     if queue["rate_limit"] is not None:
         at = queue["rate_at"]
@@ -114,7 +114,7 @@ def _group(budget: _Budget, members: list[Candidate], share: int) -> list[Candid
     return members
 
 
-def _candidate(row: sqlite3.Row, queue: str, kind: claim_rules.GroupKind, group: str) -> Candidate:
+def _candidate(row: SqliteRow, queue: str, kind: claim_rules.GroupKind, group: str) -> Candidate:
     return Candidate(row["seq"], queue, kind, group, row["priority"], row["run_at"])
 
 
@@ -132,7 +132,7 @@ def _mark(
         "now": now_us,
         "lease_token": lease_token,
         "lease_margin": lease_margin,
-        "seqs": json.dumps([c.seq for c in chosen]),
+        "seqs": to_json([c.seq for c in chosen]),
     }
     by_seq = {row["seq"]: row for row in fetchall(db, _q().claim_tasks, params)}
     return [rows.claimed_from_row(by_seq[c.seq], decoders, lease_token) for c in chosen]

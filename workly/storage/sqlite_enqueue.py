@@ -3,11 +3,11 @@ transaction (the enqueue's own, or a schedule firing's)."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from workly.json_text import to_json
 from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage import rows
 from workly.storage.queries import sqlite_queries
@@ -34,13 +34,13 @@ def enqueue_on(
 
 def lease_new(db: Db, ids: list[str], queues: list[str], now_us: int, offer: LeaseOffer) -> list[ClaimedTask]:
     """Eager dispatch: lease up to ``offer.slots`` of the tasks just inserted (``ids``) where
-    a claim would take them now (the PostgreSQL query lease_new_tasks says when)."""
-    inserted = json.dumps(ids)
-    found = fetchall(db, _q().lease_new_tasks_room, {"ids": inserted, "queues": json.dumps(queues)})
+    a claim would take them now (the PostgreSQL query enqueue_tasks says when)."""
+    inserted = to_json(ids)
+    found = fetchall(db, _q().enqueue_tasks_lease_room, {"ids": inserted, "queues": to_json(queues)})
     room = {row["name"]: row["free"] for row in found}
     params = {"ids": inserted, "now": now_us}
     chosen: list[int] = []
-    for row in fetchall(db, _q().lease_new_tasks_candidates, params):
+    for row in fetchall(db, _q().enqueue_tasks_lease_candidates, params):
         if len(chosen) == offer.slots:
             break
         if room.get(row["queue"], 0) > 0:
@@ -49,7 +49,7 @@ def lease_new(db: Db, ids: list[str], queues: list[str], now_us: int, offer: Lea
     if not chosen:
         return []
     lease = {"now": now_us, "lease_token": offer.lease_token, "lease_margin": offer.lease_margin}
-    marked = fetchall(db, _q().claim_tasks, {**lease, "seqs": json.dumps(chosen)})
+    marked = fetchall(db, _q().claim_tasks, {**lease, "seqs": to_json(chosen)})
     by_seq = {row["seq"]: row for row in marked}
     return [rows.claimed_from_row(by_seq[seq], _DECODERS, offer.lease_token) for seq in chosen]
 
@@ -61,9 +61,9 @@ def _store(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
         [{"queue": q, "now": now_us} for q in sorted({t.queue for t in tasks})],
     )
     keys = idempotency_keys(tasks)
-    existing = fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": json.dumps(keys)}) if keys else []
+    existing = fetchall(db, _q().get_tasks_by_idempotency_keys, {"keys": to_json(keys)}) if keys else []
     # Stored by an earlier try of this same request (committed, but not answered).
-    stored = fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([t.id for t in tasks])})
+    stored = fetchall(db, _q().get_tasks_by_ids, {"ids": to_json([t.id for t in tasks])})
     stored_ids = {row["id"] for row in stored}
     # BEGIN IMMEDIATE excludes other writers, so checking keys first is race free.
     taken = {(row["queue"], row["idempotency_key"]) for row in existing}
@@ -77,7 +77,7 @@ def _store(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
             taken.add((task.queue, task.idempotency_key))
         to_insert.append(task_params(task, now_us))
     execute_many(db, _q().enqueue_tasks_insert, to_insert)
-    created = stored + fetchall(db, _q().get_tasks_by_ids, {"ids": json.dumps([p["id"] for p in to_insert])})
+    created = stored + fetchall(db, _q().get_tasks_by_ids, {"ids": to_json([p["id"] for p in to_insert])})
     return enqueue_results(
         tasks,
         {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
@@ -91,7 +91,7 @@ def task_params(task: NewTask, now_us: int) -> dict[str, Any]:
         "queue": task.queue,
         "url": task.url,
         "method": task.method,
-        "headers": json.dumps(task.headers),
+        "headers": to_json(task.headers),
         "body": task.body,
         "run_at": None if task.run_at is None else to_us(task.run_at),
         "priority": task.priority,

@@ -6,19 +6,19 @@ BEGIN IMMEDIATE transaction on the writer, so a chunk and its progress commit to
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
 from workly.breaker import HELD_UNTIL
 from workly.callbacks import DueCallback
+from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.operation_rows import due_callback_from_row, filter_params, operation_from_row
 from workly.storage.queries import sqlite_queries
-from workly.storage.sqlite_statements import DECODERS, fetchall, fetchone, to_us
+from workly.storage.sqlite_statements import DECODERS, SqliteRow, fetchall, fetchone, to_us
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 
 Db = sqlite3.Connection
@@ -90,18 +90,18 @@ class SqliteOperations:
         if not sent:
             return 0
         cleared = await self._writer.transaction(
-            self._bookkeeping, fetchall, _q().clear_callbacks, {"sent": json.dumps([list(s) for s in sent])}
+            self._bookkeeping, fetchall, _q().clear_callbacks, {"sent": to_json([list(s) for s in sent])}
         )
         return len(cleared)
 
 
 def _create_operation(
-    db: Db, operation_id: str, action: Action, task_filter: TaskFilter, counted: sqlite3.Row, now_us: int
+    db: Db, operation_id: str, action: Action, task_filter: TaskFilter, counted: SqliteRow, now_us: int
 ) -> Operation:
     params = {
         "id": operation_id,
         "action": action,
-        "filter": json.dumps(task_filter.given()),
+        "filter": to_json(task_filter.given()),
         "now": now_us,
         "upto_seq": counted["upto"],
         "matched": counted["matched"],
@@ -134,7 +134,7 @@ def _run_chunk(
     if op is None:
         return None  # finished, or taken over by another runner after our lease expired
     action = op["action"]
-    params = {"seqs": json.dumps(seqs), "now": now_us}
+    params = {"seqs": to_json(seqs), "now": now_us}
     changed = 0
     if seqs and action == "retry":
         changed = len(fetchall(db, q.retry_tasks, {**params, "held_until": to_us(HELD_UNTIL)}))

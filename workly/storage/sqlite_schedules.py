@@ -7,12 +7,12 @@ moving them on commit together, and no other writer (of any process) comes in be
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from workly.errors import ScheduleNotFound
+from workly.json_text import to_json
 from workly.schedules import Fired, Schedule, ScheduleSpec
 from workly.storage import rows
 from workly.storage.base import FiringPlan, ScheduleChange
@@ -20,7 +20,7 @@ from workly.storage.interpret import interpret_sqlite_error, raises_workly_error
 from workly.storage.queries import sqlite_queries
 from workly.storage.schedule_rows import advances, fired, schedule_from_row, spec_params
 from workly.storage.sqlite_enqueue import enqueue_on
-from workly.storage.sqlite_statements import DECODERS, execute, fetchall, fetchone, from_us, to_us
+from workly.storage.sqlite_statements import DECODERS, SqliteRow, execute, fetchall, fetchone, from_us, to_us
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 from workly.storage.sqlite_webhooks import publish_on
 
@@ -28,7 +28,7 @@ Db = sqlite3.Connection
 _q = sqlite_queries
 
 
-def _schedule(row: sqlite3.Row) -> Schedule:
+def _schedule(row: SqliteRow) -> Schedule:
     return schedule_from_row(row, DECODERS)
 
 
@@ -79,7 +79,7 @@ class SqliteSchedules:
         # rolled back would be made again as another task, under another webhook-id, though
         # its first task may have been delivered already.
         return await self._writer.transaction(
-            self._acknowledged, _fire_due, to_us(now), limit, plan, new_task_id, json.dumps(list(skip))
+            self._acknowledged, _fire_due, to_us(now), limit, plan, new_task_id, to_json(list(skip))
         )
 
     async def trigger_schedule(
@@ -90,7 +90,7 @@ class SqliteSchedules:
         )
 
     async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None:
-        row = await self._reader.run(fetchone, _q().next_schedule_at, {"skip": json.dumps(list(skip))})
+        row = await self._reader.run(fetchone, _q().next_schedule_at, {"skip": to_json(list(skip))})
         assert row is not None, "an aggregate has a row"
         return None if row["next_run_at"] is None else from_us(row["next_run_at"])
 
@@ -145,5 +145,5 @@ def _fire(
         task_entry = None if firing.task is None else enqueued[firing.task.id]
         made.append((fired(schedule.id, firing, task_entry, published), firing))
     if made:
-        execute(db, _q().advance_schedules, {"advances": json.dumps(advances(made, to_us))})
+        execute(db, _q().advance_schedules, {"advances": to_json(advances(made, to_us))})
     return [fired_one for fired_one, _ in made]

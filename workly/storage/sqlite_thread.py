@@ -68,7 +68,6 @@ class SqliteThread:
 
 def _connect(path: Path, pragmas: list[str]) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
     for pragma in pragmas:
         conn.execute(pragma)
     return conn

@@ -8,7 +8,6 @@ BEGIN IMMEDIATE transaction.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -17,12 +16,21 @@ from typing import Any
 
 from workly.breaker import HELD_UNTIL, BreakerRules, BreakerState, after_success
 from workly.errors import EndpointNotFound
+from workly.json_text import from_json, to_json
 from workly.models import AttemptResult
 from workly.storage import breakers, rows, webhook_rows
 from workly.storage.base import EndpointChange
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import sqlite_queries
-from workly.storage.sqlite_statements import DECODERS, execute, execute_many, fetchall, fetchone, to_us
+from workly.storage.sqlite_statements import (
+    DECODERS,
+    SqliteRow,
+    execute,
+    execute_many,
+    fetchall,
+    fetchone,
+    to_us,
+)
 from workly.storage.sqlite_thread import SqliteThread, SynchronousMode
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, matches
 
@@ -32,7 +40,7 @@ _q = sqlite_queries
 
 
 def _types(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else tuple(json.loads(value))
+    return None if value is None else tuple(from_json(value))
 
 
 @raises_workly_errors(interpret_sqlite_error)
@@ -105,14 +113,14 @@ class SqliteWebhooks:
 
 # --- endpoints ------------------------------------------------------------------------
 def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now_us: int) -> dict[str, Any]:
-    types = None if spec.event_types is None else json.dumps(list(spec.event_types))
-    return webhook_rows.endpoint_params(endpoint_id, spec, now_us, types, json.dumps(spec.headers))
+    types = None if spec.event_types is None else to_json(list(spec.event_types))
+    return webhook_rows.endpoint_params(endpoint_id, spec, now_us, types, to_json(spec.headers))
 
 
 def _create_endpoint(db: Db, endpoint_id: str, spec: EndpointSpec, now_us: int) -> Endpoint:
     execute(db, _q().put_queue, rows.config_params(endpoint_id, spec.delivery, now_us))
     execute(db, _q().insert_endpoint, _endpoint_params(endpoint_id, spec, now_us))
-    execute(db, _q().insert_breakers, {"keys": json.dumps([endpoint_id])})
+    execute(db, _q().insert_breakers, {"keys": to_json([endpoint_id])})
     return _read_endpoint(db, endpoint_id)
 
 
@@ -128,7 +136,7 @@ def _read_endpoint(db: Db, endpoint_id: str) -> Endpoint:
     return found
 
 
-def _endpoint(row: sqlite3.Row) -> Endpoint:
+def _endpoint(row: SqliteRow) -> Endpoint:
     return webhook_rows.endpoint_from_row(row, DECODERS, _types)
 
 
@@ -230,7 +238,7 @@ def publish_on(
                 "task_id": task_id,
                 "endpoint_id": row["id"],
                 "url": row["url"],
-                "headers": json.dumps(
+                "headers": to_json(
                     webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type)
                 ),
                 "payload": event.payload,
@@ -264,8 +272,8 @@ def _list_events(
     return _events(db, shown), next_seq
 
 
-def _events(db: Db, found: Sequence[sqlite3.Row]) -> list[Event]:
-    deliveries = fetchall(db, _q().event_deliveries, {"ids": json.dumps([row["id"] for row in found])})
+def _events(db: Db, found: Sequence[SqliteRow]) -> list[Event]:
+    deliveries = fetchall(db, _q().event_deliveries, {"ids": to_json([row["id"] for row in found])})
     return [webhook_rows.event_from_row(row, deliveries, DECODERS) for row in found]
 
 
@@ -274,7 +282,7 @@ def apply_breakers(db: Db, plan: breakers.BreakerPlan, now_us: int, rules: Break
     """Inside record_results' transaction: close the breakers whose receiver answered
     (freeing what they held), fold failures into the others (holding what they must)."""
     tally = breakers.Tally()
-    for row in fetchall(db, _q().lock_breakers, {"keys": json.dumps(plan.ok_keys)}):
+    for row in fetchall(db, _q().lock_breakers, {"keys": to_json(plan.ok_keys)}):
         before = webhook_rows.breaker_from_row(row, DECODERS)
         seen = before.last_success_at
         untouched = before.position == "closed" and before.consecutive_failures == 0
@@ -288,8 +296,8 @@ def apply_breakers(db: Db, plan: breakers.BreakerPlan, now_us: int, rules: Break
     # An endpoint deleted while its delivery ran has no breaker to move, nor anything to disable.
     keys = [key for key in sorted(plan.failing) if _still_there(db, plan.failing[key])]
     if keys:
-        execute(db, _q().insert_breakers, {"keys": json.dumps(keys)})
-        for row in fetchall(db, _q().lock_breakers, {"keys": json.dumps(keys)}):
+        execute(db, _q().insert_breakers, {"keys": to_json(keys)})
+        for row in fetchall(db, _q().lock_breakers, {"keys": to_json(keys)}):
             key = row["key"]
             before = webhook_rows.breaker_from_row(row, DECODERS)
             verdict = breakers.fold(before, plan.failing[key], rules)

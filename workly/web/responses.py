@@ -12,23 +12,17 @@ shows is checked on the way in (workly/body.py's parse_json, the request schemas
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 from starlette.responses import JSONResponse as _StarletteJSON
 
-_ONLY_JSON_TYPES = (
-    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
-
-
-def _refuse(value: Any) -> NoReturn:
-    raise TypeError(f"{type(value).__name__} is not a JSON type")
+from workly.json_text import ONLY_JSON_TYPES, refuse
 
 
 class JSONResponse(_StarletteJSON):
     def render(self, content: Any) -> bytes:
         try:
-            return orjson.dumps(content, default=_refuse, option=_ONLY_JSON_TYPES)
+            return orjson.dumps(content, default=refuse, option=ONLY_JSON_TYPES)
         except TypeError:  # orjson.JSONEncodeError is a TypeError
             return super().render(content)

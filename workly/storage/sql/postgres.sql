@@ -10,24 +10,54 @@
 -- the caller then reads the existing ones. A queue created by this statement is read from
 -- new_queues: the statement's snapshot cannot see it in queues. A task whose breaker is
 -- open is held (run_at :held_until, held_run_at its own) until the breaker closes.
+--
+-- Eager dispatch (docs/queues.md), when :lease_queues names queues: of the tasks it
+-- inserts, those a claim would take at once and first are inserted already leased to
+-- this process's dispatcher, which holds :limit slots free for them. Only tasks due now,
+-- of no tenant and no ordering key, not held by a breaker, in a queue of :lease_queues
+-- that is not paused, has no rate limit, is no endpoint's, has room under max_concurrency
+-- and holds no other ready task (due or not; the statement's snapshot does not see its
+-- own inserts). The queues are locked in name order and their releases folded, as the
+-- claim does both; their running counts grow by what was leased. In the same statement,
+-- not a second one: that cost a transaction, four round trips where the enqueue has one.
+-- The answer shows every task as accepted (ready, no attempts); a leased one (leased)
+-- also carries the columns claim_tasks returns.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
     SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
     ON CONFLICT (name) DO NOTHING
     RETURNING name, max_attempts, timeout, stop_on, deadline, min_backoff, max_backoff
 ),
-inserted AS (
-    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
-                       idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
-                       endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
-                       callback_url, failure_callback_url, callback_of, traceparent, tracestate)
-    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body,
-           CASE WHEN b.key IS NULL THEN coalesce(r.run_at, :now) ELSE :held_until END,
-           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now,
-           r.event_id, r.endpoint_id, r.breaker,
-           CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END,
-           r.stop_on, r.deadline, r.min_backoff, r.max_backoff, r.callback_url,
-           r.failure_callback_url, r.callback_of, r.traceparent, r.tracestate
+room AS (
+    SELECT q.name, q.running, q.max_concurrency, q.timeout
+    FROM queues q
+    WHERE q.name = ANY(:lease_queues::text[]) AND NOT q.paused AND q.rate_limit IS NULL
+      AND NOT EXISTS (SELECT 1 FROM breakers k WHERE k.key = q.name)
+      -- Nothing ready: one probe of each claim index, as the claim's (claim_tasks says why so).
+      AND (SELECT 1 FROM tasks w
+           WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NULL AND w.key IS NULL
+           ORDER BY w.priority DESC, w.run_at, w.seq LIMIT 1) IS NULL
+      AND (SELECT 1 FROM tasks w
+           WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NOT NULL AND w.key IS NULL
+           ORDER BY w.tenant, w.priority DESC, w.run_at, w.seq LIMIT 1) IS NULL
+      AND (SELECT 1 FROM tasks w WHERE w.queue = q.name AND w.status = 'ready' AND w.key IS NOT NULL
+           ORDER BY w.key, w.seq LIMIT 1) IS NULL
+    ORDER BY q.name
+    FOR NO KEY UPDATE OF q
+),
+released AS (
+    DELETE FROM queue_releases r USING room l
+    WHERE r.queue = l.name
+    RETURNING r.queue, r.n
+),
+budget AS (
+    SELECT l.name, l.timeout, l.running - coalesce(f.n, 0) AS running, coalesce(f.n, 0) AS folded,
+           l.max_concurrency - (l.running - coalesce(f.n, 0)) AS free
+    FROM room l
+    LEFT JOIN (SELECT queue, sum(n)::int AS n FROM released GROUP BY queue) f ON f.queue = l.name
+),
+given AS (
+    SELECT r.*, b.key IS NOT NULL AS held
     FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
                 :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
                 :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[],
@@ -39,17 +69,54 @@ inserted AS (
                               stop_on, deadline, min_backoff, max_backoff, callback_url,
                               failure_callback_url, callback_of, traceparent, tracestate, ord)
     LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
-    ORDER BY r.ord
+),
+picked AS (
+    SELECT g.ord, g.priority, b.free, coalesce(g.timeout, b.timeout) AS timeout,
+           row_number() OVER (PARTITION BY g.queue ORDER BY g.priority DESC, g.ord) AS place
+    FROM given g JOIN budget b ON b.name = g.queue
+    WHERE coalesce(g.run_at, :now) <= :now AND g.tenant IS NULL AND g.key IS NULL
+      AND g.endpoint_id IS NULL AND NOT g.held
+),
+chosen AS (
+    SELECT ord, timeout FROM picked WHERE place <= free ORDER BY priority DESC, ord LIMIT :limit
+),
+inserted AS (
+    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
+                       idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
+                       endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
+                       callback_url, failure_callback_url, callback_of, traceparent, tracestate,
+                       attempts, lease_token, lease_expires_at)
+    SELECT g.id, g.queue, CASE WHEN c.ord IS NULL THEN 'ready' ELSE 'running' END,
+           g.url, g.method, g.headers::json, g.body,
+           CASE WHEN g.held THEN :held_until ELSE coalesce(g.run_at, :now) END,
+           g.priority, g.key, g.tenant, g.idempotency_key, g.max_attempts, g.timeout, :now, :now,
+           g.event_id, g.endpoint_id, g.breaker,
+           CASE WHEN g.held THEN coalesce(g.run_at, :now) END,
+           g.stop_on, g.deadline, g.min_backoff, g.max_backoff, g.callback_url,
+           g.failure_callback_url, g.callback_of, g.traceparent, g.tracestate,
+           CASE WHEN c.ord IS NULL THEN 0 ELSE 1 END,
+           CASE WHEN c.ord IS NOT NULL THEN :lease_token END,
+           :now + make_interval(secs => c.timeout + :lease_margin)
+    FROM given g
+    LEFT JOIN chosen c ON c.ord = g.ord
+    ORDER BY g.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
     -- try of this same request (its commit went through, its answer did not).
     ON CONFLICT DO NOTHING
     RETURNING *
+),
+counted AS (
+    UPDATE queues q
+    SET running = b.running + coalesce(n.n, 0)
+    FROM budget b
+    LEFT JOIN (SELECT queue, count(*)::int AS n FROM inserted WHERE status = 'running' GROUP BY queue) n
+           ON n.queue = b.name
+    WHERE q.name = b.name AND (n.n > 0 OR b.folded > 0)
 )
--- The same columns as task_view. Both joins miss only a queue that another transaction
--- created concurrently; the caller re-reads such rows.
-SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body,
+-- enqueue_tasks' columns (a leased task shown as accepted), then claim_tasks' for a leased one.
+SELECT i.seq, i.id, i.queue, 'ready' AS status, i.url, i.method, i.headers, i.body,
        coalesce(i.held_run_at, i.run_at) AS run_at, i.priority,
-       i.key, i.tenant, i.idempotency_key, i.attempts,
+       i.key, i.tenant, i.idempotency_key, 0 AS attempts,
        coalesce(i.max_attempts, q.max_attempts, n.max_attempts) AS max_attempts,
        coalesce(i.timeout, q.timeout, n.timeout) AS timeout,
        i.last_status_code, i.last_error, i.created_at, i.updated_at, i.event_id, i.endpoint_id,
@@ -58,80 +125,14 @@ SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body,
        coalesce(i.min_backoff, q.min_backoff, n.min_backoff) AS min_backoff,
        coalesce(i.max_backoff, q.max_backoff, n.max_backoff) AS max_backoff,
        i.callback_url, i.failure_callback_url, i.callback_of,
-       NULL::text AS lease_holder, NULL::timestamptz AS lease_expires_at  -- a new task is not leased
+       NULL::text AS lease_holder, NULL::timestamptz AS lease_expires_at,
+       i.lease_token IS NOT NULL AS leased, i.attempts AS attempt, q.signing_secret, i.breaker,
+       i.attempt_base, i.created_at AS budget_at,
+       (i.callback_url IS NOT NULL OR i.failure_callback_url IS NOT NULL) AS capture_response,
+       i.traceparent, i.tracestate
 FROM inserted i
 LEFT JOIN queues q ON q.name = i.queue
 LEFT JOIN new_queues n ON n.name = i.queue;
-
--- name: lease_new_tasks
--- Eager dispatch (docs/queues.md): in the enqueue's own transaction, lease tasks it has
--- just inserted (:ids) to this process's dispatcher, which holds :limit slots free for
--- them, so they need no claim of their own. Only where the claim would take them at once
--- and first: due now, no tenant and no ordering key, not held by a breaker, of a queue
--- that is not paused, has no rate limit, is no endpoint's, has room under max_concurrency
--- and holds no other ready task (due or not: one index probe, and whatever waits goes
--- first, through the claim). The queues are locked in name order and their releases
--- folded, as the claim does both; their running counts grow by what was leased.
-WITH room AS (
-    SELECT q.name, q.running, q.max_concurrency
-    FROM queues q
-    WHERE q.name = ANY(:queues::text[]) AND NOT q.paused AND q.rate_limit IS NULL
-      AND NOT EXISTS (SELECT 1 FROM breakers k WHERE k.key = q.name)
-      AND NOT EXISTS (SELECT 1 FROM tasks w
-                      WHERE w.queue = q.name AND w.status = 'ready' AND w.id <> ALL(:ids::text[]))
-    ORDER BY q.name
-    FOR NO KEY UPDATE OF q
-),
-released AS (
-    DELETE FROM queue_releases r USING room l
-    WHERE r.queue = l.name
-    RETURNING r.queue, r.n
-),
-budget AS (
-    SELECT l.name, l.running - coalesce(f.n, 0) AS running, coalesce(f.n, 0) AS folded,
-           l.max_concurrency - (l.running - coalesce(f.n, 0)) AS free
-    FROM room l
-    LEFT JOIN (SELECT queue, sum(n)::int AS n FROM released GROUP BY queue) f ON f.queue = l.name
-),
-picked AS (
-    SELECT t.seq, t.priority, b.free,
-           row_number() OVER (PARTITION BY t.queue ORDER BY t.priority DESC, t.seq) AS place
-    FROM tasks t JOIN budget b ON b.name = t.queue
-    WHERE t.id = ANY(:ids::text[]) AND t.status = 'ready' AND t.run_at <= :now
-      AND t.tenant IS NULL AND t.key IS NULL AND t.held_run_at IS NULL
-),
-chosen AS (
-    SELECT seq FROM picked WHERE place <= free ORDER BY priority DESC, seq LIMIT :limit
-),
-leased AS (
-    UPDATE tasks t
-    SET status = 'running',
-        attempts = t.attempts + 1,
-        lease_token = :lease_token,
-        lease_expires_at = :now + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin),
-        updated_at = :now
-    FROM chosen c, queues q
-    WHERE t.seq = c.seq AND q.name = t.queue
-    -- The columns claim_tasks returns (rows.claimed_from_row reads both).
-    RETURNING t.seq, t.id, t.queue, t.url, t.method, t.headers, t.body, t.attempts AS attempt,
-              coalesce(t.max_attempts, q.max_attempts) AS max_attempts,
-              coalesce(t.timeout, q.timeout) AS timeout,
-              coalesce(t.min_backoff, q.min_backoff) AS min_backoff,
-              coalesce(t.max_backoff, q.max_backoff) AS max_backoff,
-              q.signing_secret, t.priority, t.run_at, t.event_id, t.endpoint_id, t.breaker,
-              t.attempt_base, coalesce(t.stop_on, q.stop_on) AS stop_on,
-              coalesce(t.deadline, q.deadline) AS deadline, coalesce(t.budget_at, t.created_at) AS budget_at,
-              (t.callback_url IS NOT NULL OR t.failure_callback_url IS NOT NULL) AS capture_response,
-              t.traceparent, t.tracestate
-),
-counted AS (
-    UPDATE queues q
-    SET running = b.running + coalesce(n.n, 0)
-    FROM budget b
-    LEFT JOIN (SELECT queue, count(*)::int AS n FROM leased GROUP BY queue) n ON n.queue = b.name
-    WHERE q.name = b.name AND (n.n > 0 OR b.folded > 0)
-)
-SELECT * FROM leased ORDER BY priority DESC, seq;
 
 -- name: get_leased_tasks
 -- The tasks among :ids running under :lease_token, as claim_tasks returns them: what an
@@ -219,10 +220,14 @@ RETURNING seq;
 -- functions called here (migration 0006) are its rules, and the order of steps 5 and 6
 -- is its choose(). SQLite's claim (sqlite_claim.py) calls the same rules in Python.
 --
--- 1. Lock every unpaused queue that may have room, in name order. The limits live in
---    these rows, so a second process's claim waits here and then reads what this one
---    wrote (FOR UPDATE returns the newest row version). NO KEY UPDATE: the foreign key
---    checks of concurrent enqueues do not wait for it. An endpoint's queue is skipped
+-- 1. Lock every unpaused queue that may have room and holds a ready task, in name order.
+--    The limits live in these rows, so a second process's claim waits here and then reads
+--    what this one wrote (FOR UPDATE returns the newest row version). NO KEY UPDATE: the
+--    foreign key checks of concurrent enqueues do not wait for it. A queue with nothing
+--    ready is not locked: a claim after every delivery's end would otherwise hold the row
+--    an eager enqueue locks (enqueue_tasks), for nothing; its releases wait for
+--    that enqueue or the next claim with work to fold them (the counter less the releases
+--    stays the running count, as recount_running keeps it). An endpoint's queue is skipped
 --    while its breaker is open with no probe out (its tasks are all held), and runs one
 --    delivery at a time while it is failing (workly/breaker.py).
 -- 2. Fold the releases that results and the reaper appended since the last claim.
@@ -248,6 +253,18 @@ WITH locked AS (
       AND (q.running < CASE WHEN k.consecutive_failures > 0 THEN least(q.max_concurrency, 1)
                             ELSE q.max_concurrency END
            OR EXISTS (SELECT 1 FROM queue_releases r WHERE r.queue = q.name))
+      -- Whether it holds a ready task: one probe of each claim index, each a scalar subquery
+      -- in its index's order. Under a deep backlog the planner made a scan of the table of an
+      -- EXISTS or of a LIMIT 1 without an order, and walked the primary key for an order by
+      -- seq (test_claim_plan.py); no other index gives these orders.
+      AND ((SELECT 1 FROM tasks w
+            WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NULL AND w.key IS NULL
+            ORDER BY w.priority DESC, w.run_at, w.seq LIMIT 1) IS NOT NULL
+           OR (SELECT 1 FROM tasks w
+               WHERE w.queue = q.name AND w.status = 'ready' AND w.tenant IS NOT NULL AND w.key IS NULL
+               ORDER BY w.tenant, w.priority DESC, w.run_at, w.seq LIMIT 1) IS NOT NULL
+           OR (SELECT 1 FROM tasks w WHERE w.queue = q.name AND w.status = 'ready' AND w.key IS NOT NULL
+               ORDER BY w.key, w.seq LIMIT 1) IS NOT NULL)
     ORDER BY q.name
     FOR NO KEY UPDATE OF q
 ),

@@ -23,7 +23,7 @@ SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
        :callback_of, :traceparent, :tracestate
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
--- name: lease_new_tasks_room
+-- name: enqueue_tasks_lease_room
 -- Eager dispatch (the PostgreSQL query says when an enqueue leases what it inserted): the
 -- queues among :queues that qualify, and their room. One writer: the running count is
 -- exact. sqlite_enqueue.py then picks within the room and leases with claim_tasks.
@@ -37,7 +37,7 @@ WHERE q.name IN (SELECT value FROM json_each(:queues)) AND q.paused = 0 AND q.ra
                   WHERE w.queue = q.name AND w.status = 'ready'
                     AND w.id NOT IN (SELECT value FROM json_each(:ids)));
 
--- name: lease_new_tasks_candidates
+-- name: enqueue_tasks_lease_candidates
 -- The inserted tasks that may be leased, in the order a claim would take them.
 SELECT seq, queue FROM tasks
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready' AND run_at <= :now
@@ -143,6 +143,9 @@ SELECT q.name, q.rate_limit, q.rate_tokens, q.rate_at, q.ordering,
 FROM queues q
 LEFT JOIN breakers k ON k.key = q.name
 WHERE q.paused = 0 AND (k.position IS NOT 'open' OR k.probe_seq IS NOT NULL)
+  -- A queue with nothing ready has nothing to claim and no rate wait to report (as the
+  -- PostgreSQL claim, which does not lock it).
+  AND EXISTS (SELECT 1 FROM tasks w INDEXED BY tasks_queue_status WHERE w.queue = q.name AND w.status = 'ready')
 ORDER BY q.name;
 
 -- name: claim_tasks_plain
