@@ -99,7 +99,7 @@ def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=4096)  # every enqueue asks; most name a URL asked before
+@functools.lru_cache(maxsize=256)  # every enqueue asks; most name a URL asked before
 def origin_of(url: str) -> str:
     """The destination origin a plain task's breaker counts for: scheme://host:port."""
     parts = urlsplit(url)

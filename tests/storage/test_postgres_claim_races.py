@@ -6,8 +6,9 @@ transaction that holds a lock while the others queue up behind it.
 - Deleting a queue while a result batch holds one of its tasks: no deadlock.
 - The count of deliveries in flight, broken by hand, is repaired by recount_running.
 - An enqueue whose queue is deleted under it: a conflict to retry, in Workly's words only.
-- An eager enqueue (it leases in its own transaction) queued behind a claim, with a claim
-  and a queue delete behind it: no deadlock.
+- An eager enqueue (it leases in its own statement) queued behind a claim, with a queue
+  delete behind it: no deadlock; a claim meanwhile does not wait for a queue with nothing ready.
+- An eager enqueue waiting for another transaction's idempotency key holds no queue row.
 """
 
 from __future__ import annotations
@@ -204,5 +205,43 @@ async def test_an_eager_enqueue_queued_between_a_claim_and_a_queue_delete_does_n
         assert [e.leased is not None for e in entries] == [True, True]
         assert await pg.fetchval("SELECT count(*) FROM tasks") == 0  # deleted with its queue
     finally:
+        for storage in storages:
+            await storage.close()
+
+
+async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_row(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    # An application's open transaction holds a task with key "k" (workly.enqueue_task, say).
+    # An eager enqueue of the same key waits for it; meanwhile a claim must still get at the
+    # queue's other work, so the enqueue must not be waiting with the queue's row locked.
+    storages = [await PostgresStorage.open(pg_url) for _ in range(3)]
+    api, other, claimer = storages
+    application = await asyncpg.connect(pg_url)
+    try:
+        await api.put_queue("q", QueueConfig(max_concurrency=5), clock())
+        held = application.transaction()
+        await held.start()
+        await application.execute(
+            """INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority,
+                                  idempotency_key, created_at, updated_at)
+               VALUES ('task_app', 'q', 'ready', 'http://127.0.0.1:9/', 'POST', '{}', '', $1, 0, 'k',
+                       $1, $1)""",
+            clock(),
+        )
+        keyed = new(idempotency_key="k")
+        eager = asyncio.create_task(api.enqueue([keyed], clock(), LeaseOffer(10, token(), MARGIN)))
+        await wait_for_lock_waiters(pg, 1)  # on the application's transaction
+        plain = new()
+        await other.enqueue([plain], clock())
+        async with asyncio.timeout(10):
+            claimed = await claimer.claim_tasks(10, clock(), token(), MARGIN)
+        assert [task.id for task in claimed.tasks] == [plain.id]
+        await held.rollback()  # the key is free again: the waiting enqueue stores its task
+        async with asyncio.timeout(10):
+            [entry] = await eager
+        assert entry.created and entry.task.id == keyed.id
+    finally:
+        await application.close()
         for storage in storages:
             await storage.close()

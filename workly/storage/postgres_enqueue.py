@@ -78,8 +78,9 @@ class PostgresEnqueue:
 
 
 def _lease_params(tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None) -> dict[str, Any]:
-    """enqueue_tasks' eager dispatch parameters: no queues to lease in without an offer."""
-    if offer is None:
+    """enqueue_tasks' eager dispatch parameters: no queues to lease in without an offer, nor
+    for a batch with an idempotency key (the statement says why)."""
+    if offer is None or any(t.idempotency_key is not None for t in tasks):
         return {"lease_queues": [], "limit": 0, "lease_token": None, "lease_margin": 0.0}
     queues = sorted({t.queue for t in tasks if may_lease_new(t, now)})
     return {

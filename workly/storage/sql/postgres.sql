@@ -21,7 +21,11 @@
 -- claim does both; their running counts grow by what was leased. In the same statement,
 -- not a second one: that cost a transaction, four round trips where the enqueue has one.
 -- The answer shows every task as accepted (ready, no attempts); a leased one (leased)
--- also carries the columns claim_tasks returns.
+-- also carries the columns claim_tasks returns. A queue this statement creates is not
+-- leased into (its snapshot cannot see it), nor is a batch with idempotency keys (the
+-- caller sends no :lease_queues): its insert may wait for another transaction holding
+-- the same key, an application's with workly.enqueue_task, and must not wait holding
+-- queue rows.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
     SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
@@ -31,7 +35,10 @@ WITH new_queues AS (
 room AS (
     SELECT q.name, q.running, q.max_concurrency, q.timeout
     FROM queues q
-    WHERE q.name = ANY(:lease_queues::text[]) AND NOT q.paused AND q.rate_limit IS NULL
+    -- After new_queues, always: its insert may wait for another transaction creating the
+    -- same queue, and must not wait holding these rows (a claim would wait behind them).
+    WHERE (SELECT count(*) FROM new_queues) >= 0
+      AND q.name = ANY(:lease_queues::text[]) AND NOT q.paused AND q.rate_limit IS NULL
       AND NOT EXISTS (SELECT 1 FROM breakers k WHERE k.key = q.name)
       -- Nothing ready: one probe of each claim index, as the claim's (claim_tasks says why so).
       AND (SELECT 1 FROM tasks w
@@ -118,7 +125,8 @@ SELECT i.seq, i.id, i.queue, 'ready' AS status, i.url, i.method, i.headers, i.bo
        coalesce(i.held_run_at, i.run_at) AS run_at, i.priority,
        i.key, i.tenant, i.idempotency_key, 0 AS attempts,
        coalesce(i.max_attempts, q.max_attempts, n.max_attempts) AS max_attempts,
-       coalesce(i.timeout, q.timeout, n.timeout) AS timeout,
+       -- A leased task's from the queue row it was leased under, as its lease's length.
+       coalesce(i.timeout, b.timeout, q.timeout, n.timeout) AS timeout,
        i.last_status_code, i.last_error, i.created_at, i.updated_at, i.event_id, i.endpoint_id,
        coalesce(i.stop_on, q.stop_on, n.stop_on) AS stop_on,
        coalesce(i.deadline, q.deadline, n.deadline) AS deadline,
@@ -132,7 +140,8 @@ SELECT i.seq, i.id, i.queue, 'ready' AS status, i.url, i.method, i.headers, i.bo
        i.traceparent, i.tracestate
 FROM inserted i
 LEFT JOIN queues q ON q.name = i.queue
-LEFT JOIN new_queues n ON n.name = i.queue;
+LEFT JOIN new_queues n ON n.name = i.queue
+LEFT JOIN budget b ON b.name = i.queue AND i.lease_token IS NOT NULL;
 
 -- name: get_leased_tasks
 -- The tasks among :ids running under :lease_token, as claim_tasks returns them: what an
