@@ -66,11 +66,17 @@ _PLAIN_URL = re.compile(
 )
 
 
+def plain_origin(url: str) -> str | None:
+    """``scheme://authority`` of a plain URL (as _PLAIN_URL reads one), else None."""
+    plain = _PLAIN_URL.fullmatch(url)
+    return None if plain is None else plain.group(1)
+
+
 def check_url(value: str) -> str:
     """An absolute http(s) URL with a host, no credentials, no whitespace or control characters."""
-    plain = _PLAIN_URL.fullmatch(value)
-    if plain is not None:
-        _check_origin(plain.group(1))
+    origin = plain_origin(value)
+    if origin is not None:
+        _check_origin(origin)
         return value
     return check_any_url(value)
 

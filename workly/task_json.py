@@ -56,7 +56,13 @@ def body_fields(headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
     return None, base64.b64encode(body).decode() if body else None
 
 
-def task_json(task: Task) -> dict[str, Any]:
+# (``body``, ``body_base64``) as body_fields gives them, when the caller knows them already.
+BodyFields = tuple[Any, str | None]
+
+
+def task_json(task: Task, body: BodyFields | None = None) -> dict[str, Any]:
+    """``body``: the task's body fields, if known without reading its bytes again (the
+    enqueue's answer knows the JSON it was given: see TaskIn.body_fields)."""
     return {
         "id": task.id,
         "queue": task.queue,
@@ -68,7 +74,7 @@ def task_json(task: Task) -> dict[str, Any]:
         "updated_at": time_text(task.updated_at),
         "last_status_code": task.last_status_code,
         "last_error": task.last_error,
-        **request_json(task),
+        **request_json(task, body),
         "idempotency_key": task.idempotency_key,
         "event_id": task.event_id,
         "endpoint_id": task.endpoint_id,
@@ -82,11 +88,11 @@ def task_json(task: Task) -> dict[str, Any]:
     }
 
 
-def request_json(task: Task | NewTask) -> dict[str, Any]:
+def request_json(task: Task | NewTask, known_body: BodyFields | None = None) -> dict[str, Any]:
     """What a task sends and how it retries: the fields a stored task and a schedule's task
     template share (their ``stop_on`` and ``max_attempts`` differ: a stored task shows the
     ones in effect, a template its own or null)."""
-    body, body_base64 = body_fields(task.headers, task.body)
+    body, body_base64 = body_fields(task.headers, task.body) if known_body is None else known_body
     return {
         "url": task.url,
         "method": task.method,

@@ -17,6 +17,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from workly.models import QueueConfig, TaskStatus
+from workly.outgoing import plain_origin
 
 # An event type: dot-separated words such as "invoice.paid" or "workly.task.failed".
 EVENT_TYPE = r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*"
@@ -99,9 +100,20 @@ def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=256)  # every enqueue asks; most name a URL asked before
 def origin_of(url: str) -> str:
     """The destination origin a plain task's breaker counts for: scheme://host:port."""
+    # Every enqueue asks, and a queue's tasks go to a few origins: a plain URL's is
+    # remembered by its scheme and authority (the path would make every URL new).
+    authority = plain_origin(url)
+    return _origin_of_any(url) if authority is None else _origin_of_authority(authority)
+
+
+@functools.lru_cache(maxsize=1024)
+def _origin_of_authority(authority: str) -> str:
+    return _origin_of_any(authority + "/")
+
+
+def _origin_of_any(url: str) -> str:
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     host = (parts.hostname or "").lower()

@@ -20,6 +20,7 @@ from pydantic import (
 from workly.body import encode_body
 from workly.errors import ConfigError
 from workly.ids import new_task_id
+from workly.media import header_value, is_json_type
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, NewTask, check_stop_on
 from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import check_secret
@@ -189,6 +190,18 @@ class TaskIn(_Strict):
         encoded: tuple[dict[str, str], bytes] | None = None if private is None else private["_encoded"]
         assert encoded is not None
         return encoded
+
+    def body_fields(self) -> tuple[JsonValue, None] | None:
+        """The body as the stored task shows it (task_json.body_fields), known without
+        parsing the stored bytes again: a JSON value other than text, stored as JSON (its
+        compact encoding reads back as this very value). None: ask the stored bytes."""
+        headers, _ = self.encoded
+        if self.body_base64 is not None or self.body is None or isinstance(self.body, str):
+            return None
+        content_type = header_value(headers, "content-type")
+        if content_type is None or not is_json_type(content_type):
+            return None
+        return self.body, None
 
     def new_task(
         self,

@@ -74,7 +74,9 @@ async def enqueue_one(
 ) -> JSONResponse:
     """Enqueue one validated task: 201 with the task, or 200 with the one its key matched."""
     [stored] = await service.enqueue([task.new_task(queue, service.now(), idempotency_key, trace)])
-    return JSONResponse(rep.task_json(stored.task), status_code=201 if stored.created else 200)
+    if not stored.created:  # the task its key matched: as stored
+        return JSONResponse(rep.task_json(stored.task), status_code=200)
+    return JSONResponse(rep.task_json(stored.task, task.body_fields()), status_code=201)
 
 
 @router.post("/queues/{queue}/tasks/batch", status_code=201, summary="Enqueue up to 1,000 tasks at once")
