@@ -61,16 +61,26 @@ async def _tasks(
 async def _explain_claim(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]], int, int]:
     """The claim's plan nodes, the rows it claimed and the buffers it touched.
     EXPLAIN ANALYZE really runs it, inside a transaction rolled back afterwards."""
+    claim = postgres_queries().claim_tasks
+    params = {"now": NOW, "limit": BATCH, "lease_token": "lease", "lease_margin": 30.0}
+    return _read_plan(await explain(conn, claim.sql, claim.args(params)))
+
+
+async def explain(conn: asyncpg.Connection, sql: str, args: list[Any]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of a statement (it really runs), in a transaction rolled back."""
     await conn.execute("ANALYZE")
     transaction = conn.transaction()
     await transaction.start()
     try:
-        claim = postgres_queries().claim_tasks
-        params = {"now": NOW, "limit": BATCH, "lease_token": "lease", "lease_margin": 30.0}
-        raw = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim.sql, *claim.args(params))
+        raw = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
     finally:
         await transaction.rollback()
-    plan = json.loads(raw)[0]["Plan"]
+    found: dict[str, Any] = json.loads(raw)[0]
+    return found
+
+
+def _read_plan(explained: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
+    plan = explained["Plan"]
     nodes = _nodes(plan)
     claimed = next(
         n for n in nodes if n.get("Node Type") == "ModifyTable" and n.get("Relation Name") == "tasks"
@@ -176,7 +186,7 @@ async def test_a_claim_visits_no_queue_with_nothing_ready(conn: asyncpg.Connecti
 
 
 async def test_an_eager_enqueue_reads_no_backlog(conn: asyncpg.Connection) -> None:
-    """enqueue_tasks probes its queues for ready work in index order: a queue with
+    """enqueue_tasks_leasing probes its queues for ready work in index order: a queue with
     a deep backlog of each kind costs it a few index entries, not the backlog."""
     for name in ("plain", "tenants", "keys", "idle"):
         await _queue(conn, name)
@@ -190,7 +200,7 @@ async def test_an_eager_enqueue_reads_no_backlog(conn: asyncpg.Connection) -> No
         )
         for queue in ("idle", "keys", "plain", "tenants")
     ]
-    query = postgres_queries().enqueue_tasks
+    query = postgres_queries().enqueue_tasks_leasing
     params = {
         "now": NOW, **task_columns(tasks), "lease_queues": sorted(t.queue for t in tasks), "limit": 10,
         "lease_token": "lease", "lease_margin": 30.0,

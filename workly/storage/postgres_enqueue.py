@@ -1,6 +1,6 @@
 """PostgreSQL's enqueue: one statement that creates missing queues and inserts the tasks in
-order (sql/postgres.sql enqueue_tasks); with a LeaseOffer, it also inserts leased what a
-claim would take at once (eager dispatch).
+order (sql/postgres.sql enqueue_tasks); with a LeaseOffer, one that also inserts leased
+what a claim would take at once (enqueue_tasks_leasing, eager dispatch).
 
 A mixin of PostgresStorage (it uses its pool and its queries); schedules' firings call
 ``_enqueue_on`` inside their own transactions.
@@ -48,8 +48,12 @@ class PostgresEnqueue:
         """enqueue's statements on ``conn`` (in the caller's transaction, if it has one)."""
         q = self._q
         lease = _lease_params(tasks, now, offer)
-        created = await _fetch(conn, q.enqueue_tasks, now=now, **task_columns(tasks), **lease)
-        leased = [] if offer is None else _leased(created, offer.lease_token)
+        if offer is None or lease is None:
+            created = await _fetch(conn, q.enqueue_tasks, now=now, **task_columns(tasks))
+            leased = []
+        else:
+            created = await _fetch(conn, q.enqueue_tasks_leasing, now=now, **task_columns(tasks), **lease)
+            leased = _leased(created, offer.lease_token)
         # Tasks of a queue another transaction created meanwhile: read as stored.
         for index, row in enumerate(created):
             if row["max_attempts"] is None:
@@ -77,12 +81,15 @@ class PostgresEnqueue:
         return with_leases(stored, leased)
 
 
-def _lease_params(tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None) -> dict[str, Any]:
-    """enqueue_tasks' eager dispatch parameters: no queues to lease in without an offer, nor
-    for a batch with an idempotency key (the statement says why)."""
+def _lease_params(tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None) -> dict[str, Any] | None:
+    """enqueue_tasks_leasing's eager dispatch parameters; None: nothing to lease (no offer,
+    no task a claim would take at once) or a batch with an idempotency key (the statement
+    says why)."""
     if offer is None or any(t.idempotency_key is not None for t in tasks):
-        return {"lease_queues": [], "limit": 0, "lease_token": None, "lease_margin": 0.0}
+        return None
     queues = sorted({t.queue for t in tasks if may_lease_new(t, now)})
+    if not queues:
+        return None
     return {
         "lease_queues": queues, "limit": offer.slots, "lease_token": offer.lease_token,
         "lease_margin": offer.lease_margin,
@@ -90,7 +97,7 @@ def _lease_params(tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | N
 
 
 def _leased(created: list[asyncpg.Record], lease_token: str) -> list[ClaimedTask]:
-    """The tasks enqueue_tasks inserted leased, in the order a claim takes them."""
+    """The tasks enqueue_tasks_leasing inserted leased, in the order a claim takes them."""
     found = sorted((row for row in created if row["leased"]), key=lambda row: (-row["priority"], row["seq"]))
     return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
 

@@ -169,6 +169,7 @@ class CommonQueries:
 @dataclass(frozen=True, slots=True)
 class PostgresQueries(CommonQueries):
     enqueue_tasks: Query
+    enqueue_tasks_leasing: Query
     lock_for_recount: Query
     recount_lock_timeout: Query
     list_all_tasks_by_status: Query
@@ -196,8 +197,8 @@ class SqliteQueries(CommonQueries):
     # Parts of queries PostgreSQL runs as one statement (see sqlite.sql).
     enqueue_tasks_ensure_queues: Query
     enqueue_tasks_insert: Query
-    enqueue_tasks_lease_room: Query
-    enqueue_tasks_lease_candidates: Query
+    enqueue_tasks_leasing_room: Query
+    enqueue_tasks_leasing_candidates: Query
     list_all_tasks_by_status_queues: Query
     list_all_tasks_by_status_seqs: Query
     list_all_tasks_by_status_rows: Query

@@ -34,13 +34,13 @@ def enqueue_on(
 
 def lease_new(db: Db, ids: list[str], queues: list[str], now_us: int, offer: LeaseOffer) -> list[ClaimedTask]:
     """Eager dispatch: lease up to ``offer.slots`` of the tasks just inserted (``ids``) where
-    a claim would take them now (the PostgreSQL query enqueue_tasks says when)."""
+    a claim would take them now (the PostgreSQL query enqueue_tasks_leasing says when)."""
     inserted = to_json(ids)
-    found = fetchall(db, _q().enqueue_tasks_lease_room, {"ids": inserted, "queues": to_json(queues)})
+    found = fetchall(db, _q().enqueue_tasks_leasing_room, {"ids": inserted, "queues": to_json(queues)})
     room = {row["name"]: row["free"] for row in found}
     params = {"ids": inserted, "now": now_us}
     chosen: list[int] = []
-    for row in fetchall(db, _q().enqueue_tasks_lease_candidates, params):
+    for row in fetchall(db, _q().enqueue_tasks_leasing_candidates, params):
         if len(chosen) == offer.slots:
             break
         if room.get(row["queue"], 0) > 0:

@@ -10,22 +10,76 @@
 -- the caller then reads the existing ones. A queue created by this statement is read from
 -- new_queues: the statement's snapshot cannot see it in queues. A task whose breaker is
 -- open is held (run_at :held_until, held_run_at its own) until the breaker closes.
---
--- Eager dispatch (docs/queues.md), when :lease_queues names queues: of the tasks it
--- inserts, those a claim would take at once and first are inserted already leased to
--- this process's dispatcher, which holds :limit slots free for them. Only tasks due now,
--- of no tenant and no ordering key, not held by a breaker, in a queue of :lease_queues
--- that is not paused, has no rate limit, is no endpoint's, has room under max_concurrency
--- and holds no other ready task (due or not; the statement's snapshot does not see its
--- own inserts). The queues are locked in name order and their releases folded, as the
--- claim does both; their running counts grow by what was leased. In the same statement,
--- not a second one: that cost a transaction, four round trips where the enqueue has one.
+WITH new_queues AS (
+    INSERT INTO queues (name, created_at, updated_at)
+    SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
+    ON CONFLICT (name) DO NOTHING
+    RETURNING name, max_attempts, timeout, stop_on, deadline, min_backoff, max_backoff
+),
+inserted AS (
+    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
+                       idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
+                       endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
+                       callback_url, failure_callback_url, callback_of, traceparent, tracestate)
+    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body,
+           CASE WHEN b.key IS NULL THEN coalesce(r.run_at, :now) ELSE :held_until END,
+           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now,
+           r.event_id, r.endpoint_id, r.breaker,
+           CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END,
+           r.stop_on, r.deadline, r.min_backoff, r.max_backoff, r.callback_url,
+           r.failure_callback_url, r.callback_of, r.traceparent, r.tracestate
+    FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
+                :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
+                :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[],
+                :stop_ons::text[], :deadlines::float8[], :min_backoffs::float8[], :max_backoffs::float8[],
+                :callback_urls::text[], :failure_callback_urls::text[], :callback_ofs::text[],
+                :traceparents::text[], :tracestates::text[])
+         WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
+                              idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker,
+                              stop_on, deadline, min_backoff, max_backoff, callback_url,
+                              failure_callback_url, callback_of, traceparent, tracestate, ord)
+    LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
+    ORDER BY r.ord
+    -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
+    -- try of this same request (its commit went through, its answer did not).
+    ON CONFLICT DO NOTHING
+    RETURNING *
+)
+-- The same columns as task_view. Both joins miss only a queue that another transaction
+-- created concurrently; the caller re-reads such rows.
+SELECT i.seq, i.id, i.queue, i.status, i.url, i.method, i.headers, i.body,
+       coalesce(i.held_run_at, i.run_at) AS run_at, i.priority,
+       i.key, i.tenant, i.idempotency_key, i.attempts,
+       coalesce(i.max_attempts, q.max_attempts, n.max_attempts) AS max_attempts,
+       coalesce(i.timeout, q.timeout, n.timeout) AS timeout,
+       i.last_status_code, i.last_error, i.created_at, i.updated_at, i.event_id, i.endpoint_id,
+       coalesce(i.stop_on, q.stop_on, n.stop_on) AS stop_on,
+       coalesce(i.deadline, q.deadline, n.deadline) AS deadline,
+       coalesce(i.min_backoff, q.min_backoff, n.min_backoff) AS min_backoff,
+       coalesce(i.max_backoff, q.max_backoff, n.max_backoff) AS max_backoff,
+       i.callback_url, i.failure_callback_url, i.callback_of,
+       NULL::text AS lease_holder, NULL::timestamptz AS lease_expires_at  -- a new task is not leased
+FROM inserted i
+LEFT JOIN queues q ON q.name = i.queue
+LEFT JOIN new_queues n ON n.name = i.queue;
+
+-- name: enqueue_tasks_leasing
+-- enqueue_tasks with eager dispatch (docs/queues.md): of the tasks it inserts, those a
+-- claim would take at once and first are inserted already leased to this process's
+-- dispatcher, which holds :limit slots free for them. Only tasks due now, of no tenant and
+-- no ordering key, not held by a breaker, in a queue of :lease_queues that is not paused,
+-- has no rate limit, is no endpoint's, has room under max_concurrency and holds no other
+-- ready task (due or not; the statement's snapshot does not see its own inserts). The
+-- queues are locked in name order and their releases folded, as the claim does both;
+-- their running counts grow by what was leased. In the same statement, not a second one:
+-- that cost a transaction, four round trips where the enqueue has one. (Not enqueue_tasks
+-- itself with no queues to lease in: planning this statement costs four times as much.)
 -- The answer shows every task as accepted (ready, no attempts); a leased one (leased)
 -- also carries the columns claim_tasks returns. A queue this statement creates is not
 -- leased into (its snapshot cannot see it), nor is a batch with idempotency keys (the
--- caller sends no :lease_queues): its insert may wait for another transaction holding
--- the same key, an application's with workly.enqueue_task, and must not wait holding
--- queue rows.
+-- caller uses enqueue_tasks): its insert may wait for another transaction holding the
+-- same key, an application's with workly.enqueue_task, and must not wait holding queue
+-- rows.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
     SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name

@@ -23,7 +23,7 @@ SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
        :callback_of, :traceparent, :tracestate
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
--- name: enqueue_tasks_lease_room
+-- name: enqueue_tasks_leasing_room
 -- Eager dispatch (the PostgreSQL query says when an enqueue leases what it inserted): the
 -- queues among :queues that qualify, and their room. One writer: the running count is
 -- exact. sqlite_enqueue.py then picks within the room and leases with claim_tasks.
@@ -37,7 +37,7 @@ WHERE q.name IN (SELECT value FROM json_each(:queues)) AND q.paused = 0 AND q.ra
                   WHERE w.queue = q.name AND w.status = 'ready'
                     AND w.id NOT IN (SELECT value FROM json_each(:ids)));
 
--- name: enqueue_tasks_lease_candidates
+-- name: enqueue_tasks_leasing_candidates
 -- The inserted tasks that may be leased, in the order a claim would take them.
 SELECT seq, queue FROM tasks
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready' AND run_at <= :now
