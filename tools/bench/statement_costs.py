@@ -6,8 +6,10 @@ The database must be a scratch one: it is migrated, and each statement runs insi
 transaction that is rolled back, so nothing stays. For the claim (batch of 8, one queue
 holding 8 ready tasks), the enqueue of 8 tasks and the eager enqueue of 8 tasks
 (enqueue_tasks_leasing), it prints the median planning and execution time of
-``EXPLAIN (ANALYZE, SUMMARY)`` over ``-runs`` calls. Workly's connections plan each call
-afresh (custom plans), so the planning time is paid on every call, as PostgreSQL CPU.
+``EXPLAIN (ANALYZE, SUMMARY)`` over ``-runs`` calls (a custom plan, made for the call), and
+the median time of one call as Workly makes it, a prepared statement, on a connection with
+``plan_cache_mode`` auto (PostgreSQL's default: after five calls it may keep a generic
+plan and stop planning) and one with force_generic_plan, their calls interleaved.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -73,15 +76,43 @@ async def main(url: str, runs: int) -> None:
     finally:
         await storage.close()
     conn = await asyncpg.connect(url)
+    modes = ("auto", "force_generic_plan")
+    prepared = {mode: await asyncpg.connect(url, server_settings={"plan_cache_mode": mode}) for mode in modes}
     try:
-        print(f"{'statement':24} {'planning ms':>12} {'execution ms':>13}   (medians of {runs})")
+        print(f"{'statement':24} {'planning':>9} {'execution':>10} {'call, auto':>11} {'call, generic':>14}")
         for name, query, params in _statements(now):
             costs = [await _explained(conn, query, params()) for _ in range(runs)]
             planning = statistics.median(c[0] for c in costs)
             execution = statistics.median(c[1] for c in costs)
-            print(f"{name:24} {planning:12.3f} {execution:13.3f}")
+            calls = await _calls(prepared, query, params, runs)
+            print(
+                f"{name:24} {planning:12.3f} {execution:13.3f} {calls['auto']:11.3f} {calls[modes[1]]:14.3f}"
+            )
+        print(f"(milliseconds, medians of {runs})")
     finally:
         await conn.close()
+        for each in prepared.values():
+            await each.close()
+
+
+async def _calls(
+    conns: dict[str, asyncpg.Connection], query: Query, params: Callable[[], dict[str, Any]], runs: int
+) -> dict[str, float]:
+    """The median time of one prepared call per connection, rolled back, after five calls
+    (PostgreSQL chooses between custom and generic plans from the sixth on)."""
+    statements = {mode: await conn.prepare(query.sql) for mode, conn in conns.items()}
+    times: dict[str, list[float]] = {mode: [] for mode in conns}
+    for _ in range(runs + 5):
+        for mode, conn in conns.items():
+            transaction = conn.transaction()
+            await transaction.start()
+            try:
+                started = time.perf_counter()
+                await statements[mode].fetch(*query.args(params()))
+                times[mode].append(time.perf_counter() - started)
+            finally:
+                await transaction.rollback()
+    return {mode: statistics.median(found[5:]) * 1000 for mode, found in times.items()}
 
 
 if __name__ == "__main__":
