@@ -60,8 +60,8 @@ def body_fields(headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
 BodyFields = tuple[Any, str | None]
 
 
-def task_json(task: Task, body: BodyFields | None = None) -> dict[str, Any]:
-    """``body``: the task's body fields, if known without reading its bytes again (the
+def task_json(task: Task, known_body: BodyFields | None = None) -> dict[str, Any]:
+    """``known_body``: the task's body fields, if known without reading its bytes again (the
     enqueue's answer knows the JSON it was given: see TaskIn.body_fields)."""
     return {
         "id": task.id,
@@ -74,7 +74,7 @@ def task_json(task: Task, body: BodyFields | None = None) -> dict[str, Any]:
         "updated_at": time_text(task.updated_at),
         "last_status_code": task.last_status_code,
         "last_error": task.last_error,
-        **request_json(task, body),
+        **request_json(task, known_body),
         "idempotency_key": task.idempotency_key,
         "event_id": task.event_id,
         "endpoint_id": task.endpoint_id,

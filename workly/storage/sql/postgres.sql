@@ -292,7 +292,7 @@ RETURNING seq;
 --    what this one wrote (FOR UPDATE returns the newest row version). NO KEY UPDATE: the
 --    foreign key checks of concurrent enqueues do not wait for it. A queue with nothing
 --    ready is not locked: a claim after every delivery's end would otherwise hold the row
---    an eager enqueue locks (enqueue_tasks), for nothing; its releases wait for
+--    an eager enqueue locks (enqueue_tasks_leasing), for nothing; its releases wait for
 --    that enqueue or the next claim with work to fold them (the counter less the releases
 --    stays the running count, as recount_running keeps it). An endpoint's queue is skipped
 --    while its breaker is open with no probe out (its tasks are all held), and runs one
