@@ -32,6 +32,19 @@ def sample(text: str, name: str, **labels: str) -> float:
     raise AssertionError(f"no sample {name} {labels} in:\n{text}")
 
 
+def test_children_record_into_their_own_label_values() -> None:
+    metrics = Metrics()
+    for _ in range(3):
+        metrics.deliveries_of("a", "succeeded").inc()
+    metrics.deliveries_of("a", "failed").inc(2)
+    metrics.deliveries_of("b", "succeeded").inc()
+    assert metrics.deliveries_of("a", "succeeded") is metrics.deliveries_of("a", "succeeded")
+    text = metrics.render().decode()
+    assert sample(text, "workly_deliveries_total", queue="a", outcome="succeeded") == 3
+    assert sample(text, "workly_deliveries_total", queue="a", outcome="failed") == 2
+    assert sample(text, "workly_deliveries_total", queue="b", outcome="succeeded") == 1
+
+
 def test_queue_depths_replace_the_previous_ones() -> None:
     metrics = Metrics()
     now = datetime.now(UTC)

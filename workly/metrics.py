@@ -17,8 +17,10 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from workly.models import TASK_STATUSES, Queue
@@ -28,6 +30,23 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _BATCH = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class Children(Generic[M]):
+    """A labelled metric's children, each looked up through ``labels()`` once: labels() takes
+    a lock and rebuilds its key from strings on every call, and the hot paths (every
+    delivery, every group commit) call it several times per task."""
+
+    def __init__(self, metric: M) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class Metrics:
@@ -118,6 +137,14 @@ class Metrics:
             "Time from a schedule's fire time to its task or event being made",
             buckets=_SECONDS, registry=r,
         )  # fmt: skip
+
+        # The children the hot paths record into (labels() once per label values).
+        self.deliveries_of = Children(self.deliveries)
+        self.endpoint_deliveries_of = Children(self.endpoint_deliveries)
+        self.delivery_seconds_of = Children(self.delivery_seconds)
+        self.first_attempt_latency_of = Children(self.first_attempt_latency)
+        self.commit_batch_of = Children(self.commit_batch)
+        self.enqueued_of = Children(self.enqueued)
 
     def set_endpoint_states(self, counts: Mapping[str, int]) -> None:
         for state in ENDPOINT_STATES:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import os
 from collections.abc import Callable
@@ -108,7 +107,7 @@ Sign = Callable[[bytes], str]  # the signed content → one signature entry
 
 
 def _hmac_signer(key: bytes) -> Sign:
-    return lambda content: "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
+    return lambda content: "v1," + base64.b64encode(hmac.digest(key, content, "sha256")).decode()
 
 
 def _ed25519_signer(key: Ed25519PrivateKey) -> Sign:

@@ -253,7 +253,7 @@ class Dispatcher:
         late = overdue(task, self._clock())
         if late is not None:
             log.info("task %s not sent: %s", task.id, late.error)
-            self._metrics.deliveries.labels(task.queue, late.outcome).inc()
+            self._metrics.deliveries_of(task.queue, late.outcome).inc()
             self._rollup.add(task.queue, task.endpoint_id, self._clock(), late.outcome, None)
             await self._submit(task, late)
             return
@@ -280,18 +280,18 @@ class Dispatcher:
         self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
     ) -> None:
         m = self._metrics
-        m.deliveries.labels(task.queue, result.outcome).inc()
+        m.deliveries_of(task.queue, result.outcome).inc()
         if task.endpoint_id is not None:
-            m.endpoint_deliveries.labels(task.endpoint_id, result.outcome).inc()
-        m.delivery_seconds.labels(task.queue).observe(seconds)
+            m.endpoint_deliveries_of(task.endpoint_id, result.outcome).inc()
+        m.delivery_seconds_of(task.queue).observe(seconds)
         self._rollup.add(task.queue, task.endpoint_id, outcome.finished_at, result.outcome, seconds)
         if task.attempt == 1 and task.due_at is not None:
             waited = (outcome.started_at - task.due_at).total_seconds()
-            m.first_attempt_latency.labels(task.queue).observe(max(0.0, waited))
+            m.first_attempt_latency_of(task.queue).observe(max(0.0, waited))
 
     async def _record(self, results: Sequence[AttemptResult]) -> list[RecordSummary]:
         summary = await self._storage.record_results(results, self._clock(), self._breaker_rules)
-        self._metrics.commit_batch.labels("results").observe(len(results))
+        self._metrics.commit_batch_of("results").observe(len(results))
         if self._on_recorded is not None:
             try:
                 self._on_recorded(results, summary)

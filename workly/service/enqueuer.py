@@ -64,10 +64,10 @@ class Enqueuer:
 
     async def _flush(self, requests: Sequence[Sequence[NewTask]]) -> list[list[Enqueued]]:
         stored = await self._store([task for request in requests for task in request])
-        self._metrics.commit_batch.labels("enqueue").observe(len(requests))
+        self._metrics.commit_batch_of("enqueue").observe(len(requests))
         created = [entry.task.queue for entry in stored if entry.created]
         for queue in created:
-            self._metrics.enqueued.labels(queue).inc()
+            self._metrics.enqueued_of(queue).inc()
         if any(entry.created and entry.leased is None for entry in stored):
             self._on_committed()
         answers, start = [], 0

@@ -185,25 +185,23 @@ class HttpClient:
         except BaseException:
             conn.close()
             raise
+        # The deadline fails the answer itself (unless it came first): a timer handle, where
+        # asyncio.timeout_at costs a context manager, a reschedule and a cancel per request.
+        expiry = None if deadline is None else asyncio.get_running_loop().call_at(deadline, _expire, answer)
         try:
-            if deadline is None:
-                response = await answer
-            else:
-                async with asyncio.timeout_at(deadline):
-                    response = await answer
+            response = await answer
         except TimeoutError:
-            if answer.done() and not answer.cancelled() and answer.exception() is None:
-                # The answer came in the loop iteration the deadline passed in: it is in time.
-                response = answer.result()
-            else:
-                partial = conn.partial()
-                conn.close()
-                if partial is None:
-                    raise
-                return partial  # the head came in time: its status is the outcome
+            partial = conn.partial()
+            conn.close()
+            if partial is None:
+                raise
+            return partial  # the head came in time: its status is the outcome
         except BaseException:
             conn.close()  # an error or a cancel mid-exchange leaves the connection unusable
             raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
         if conn.reusable:
             self._pool.put(origin, conn)
         else:
@@ -285,3 +283,8 @@ class HttpClient:
     async def close(self) -> None:
         self._pool.close()
         await asyncio.sleep(0)  # let the transports finish closing
+
+
+def _expire(answer: asyncio.Future[HttpResponse]) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
