@@ -10,23 +10,14 @@ set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 before=$1 after=$2 backend=$3 rounds=$4
 tck=$(getconf CLK_TCK)
-cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-pg_cpu() { local t=0 p; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(cpu_of "$p"))); done; echo "$t"; }
 work=$(mktemp -d)
+. "$here/tools/bench/servers.sh"
 for round in $(seq 1 $rounds); do
  for side in before after; do
   dir=$before; [[ $side == after ]] && dir=$after
   port=$((20000 + RANDOM % 20000))
-  if [[ $backend == sqlite ]]; then
-    rm -f $work/w.db*
-    "$dir/.venv/bin/workly" dev --port $port --db $work/w.db > $work/log 2>&1 &
-  else
-    psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS workly_compare" -c "CREATE DATABASE workly_compare" >/dev/null
-    WORKLY_DATABASE_URL=postgresql://postgres@127.0.0.1/workly_compare WORKLY_SIGNING_SECRET=$("$dir/.venv/bin/workly" secret) \
-      WORKLY_API_TOKENS=compare WORKLY_OUTBOUND_ALLOW=127.0.0.1 "$dir/.venv/bin/workly" serve --host 127.0.0.1 --port $port > $work/log 2>&1 &
-  fi
-  pid=$!
-  for _ in $(seq 1 100); do curl -sf http://127.0.0.1:$port/health/ready >/dev/null && break; sleep 0.1; done
+  start_server "$dir" "$backend" "$port" "$work/log"
+  pid=$server_pid
   w0=$(cpu_of $pid); p0=$(pg_cpu)
   (cd "$here" && "$here/.venv/bin/python" -m tools.bench.drain http://127.0.0.1:$port -token compare -tasks 20000 -hop 3 -json $work/d.json > $work/out.txt 2>&1)
   w1=$(cpu_of $pid); p1=$(pg_cpu)
