@@ -4,6 +4,7 @@ one per active secret or key."""
 from __future__ import annotations
 
 import base64
+import hmac
 import time
 
 import pytest
@@ -53,6 +54,20 @@ def test_signature_is_over_id_timestamp_and_body() -> None:
     # The Standard Webhooks specification's own example.
     signature = signer.signature("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}')
     assert signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+@pytest.mark.parametrize("size", [0, 2047, 2048, 1 << 20])
+def test_one_signer_signs_message_after_message_as_the_reference_library_checks(size: int) -> None:
+    """The keyed state is copied per message, never updated itself: each signature is over
+    its own message alone, for small bodies and for those large enough to be hashed
+    without the GIL."""
+    secret = generate_secret()
+    signer = Signer([secret])
+    for n in range(3):
+        body, timestamp = bytes([n]) * size, int(time.time())
+        expected = hmac.digest(decode_secret(secret), f"msg_{n}.{timestamp}.".encode() + body, "sha256")
+        signature = signer.headers(f"msg_{n}", timestamp, body)["webhook-signature"]
+        assert signature == "v1," + base64.b64encode(expected).decode()
 
 
 @pytest.mark.parametrize("bad", ["", "secret", "whsec_", "whsec_!!!notbase64", "whsec_c2hvcnQ="])

@@ -107,7 +107,17 @@ Sign = Callable[[bytes], str]  # the signed content → one signature entry
 
 
 def _hmac_signer(key: bytes) -> Sign:
-    return lambda content: "v1," + base64.b64encode(hmac.digest(key, content, "sha256")).decode()
+    # A keyed state made once and copied per message: half the time of hmac.digest, and it
+    # keeps the GIL for small bodies, where hmac.digest always releases it and then waits
+    # (up to the 5 ms switch interval) for the SQLite writer thread to hand it back.
+    keyed = hmac.new(key, digestmod="sha256")
+
+    def sign(content: bytes) -> str:
+        mac = keyed.copy()
+        mac.update(content)
+        return "v1," + base64.b64encode(mac.digest()).decode()
+
+    return sign
 
 
 def _ed25519_signer(key: Ed25519PrivateKey) -> Sign:
@@ -124,12 +134,7 @@ class Signer:
     def __init__(self, secrets: list[str]) -> None:
         if not secrets:
             raise ConfigError("at least one signing secret is required")
-        self._signs = [
-            _ed25519_signer(_private_key(s))
-            if s.startswith(PRIVATE_KEY_PREFIX)
-            else _hmac_signer(decode_secret(s))
-            for s in secrets
-        ]
+        self._signs = [_signer_of(s) for s in secrets]
         self.public_keys = public_keys(" ".join(secrets))
 
     def signature(self, msg_id: str, timestamp: int, body: bytes) -> str:

@@ -85,8 +85,13 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
         path.parent.mkdir(parents=True, exist_ok=True)
         common = ["PRAGMA foreign_keys = ON", f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}"]
         writer, reader = SqliteThread("writer"), SqliteThread("reader")
-        await writer.open(path, [*common, "PRAGMA journal_mode = WAL"])
-        await reader.open(path, [*common, "PRAGMA query_only = ON"])
+        try:
+            await writer.open(path, [*common, "PRAGMA journal_mode = WAL"])
+            await reader.open(path, [*common, "PRAGMA query_only = ON"])
+        except BaseException:
+            await reader.close()
+            await writer.close()
+            raise
         return cls(writer, reader, synchronous)
 
     async def close(self) -> None:
