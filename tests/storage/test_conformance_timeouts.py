@@ -9,6 +9,7 @@ exclusive lock on ``tasks`` (PostgreSQL), as a long migration or a stuck admin s
 from __future__ import annotations
 
 import asyncio
+import errno
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +20,7 @@ import pytest
 from tests.storage.helpers import new
 from tests.support.clock import FakeClock
 from workly.database_url import sqlite_path
-from workly.errors import StorageConflict, StorageError, StorageUnavailable
+from workly.errors import StorageConflict, StorageError, StorageFull, StorageUnavailable
 from workly.storage.factory import open_storage
 from workly.storage.interpret import interpret_postgres_error, interpret_sqlite_error
 
@@ -83,6 +84,23 @@ def test_running_out_of_database_resources_counts_as_unavailable() -> None:
     assert isinstance(
         interpret_sqlite_error(sqlite3.OperationalError("database is locked")), StorageUnavailable
     )
+
+
+def test_a_full_disk_is_said_as_such_and_counts_as_unavailable() -> None:
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = sqlite3.SQLITE_FULL  # as sqlite3 sets it
+    no_space = OSError(errno.ENOSPC, "No space left on device")
+    for error in (
+        interpret_sqlite_error(full),
+        interpret_sqlite_error(no_space),
+        interpret_postgres_error(asyncpg.exceptions.DiskFullError("could not extend file")),
+        interpret_postgres_error(no_space),
+    ):
+        assert isinstance(error, StorageFull) and isinstance(error, StorageUnavailable), error
+    locked = sqlite3.OperationalError("database is locked")
+    locked.sqlite_errorcode = sqlite3.SQLITE_BUSY
+    assert type(interpret_sqlite_error(locked)) is StorageUnavailable
+    assert type(interpret_sqlite_error(OSError(errno.EIO, "I/O error"))) is StorageUnavailable
 
 
 def test_other_driver_errors_become_conflicts_or_storage_errors_and_ours_pass() -> None:

@@ -3,13 +3,15 @@
 Each backend names its interpretation (``interpret_postgres_error``,
 ``interpret_sqlite_error``) and marks its class with ``@raises_workly_errors(...)``: every
 public coroutine method of the class then re-raises a driver error as a ``StorageError``
-(``StorageUnavailable`` for a database that is down, restarting, unreachable or too slow;
+(``StorageUnavailable`` for a database that is down, restarting, unreachable or too slow,
+``StorageFull``, one of them, for a disk that is full;
 ``StorageConflict`` for a constraint). Workly's own errors and programming errors pass
 unchanged. So callers branch on one hierarchy (workly/errors.py) whatever the database.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import sqlite3
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from workly.errors import StorageConflict, StorageError, StorageUnavailable, WorklyError
+from workly.errors import StorageConflict, StorageError, StorageFull, StorageUnavailable, WorklyError
 
 T = TypeVar("T")
 Interpretation = Callable[[BaseException], StorageError | None]
@@ -38,6 +40,8 @@ def interpret_postgres_error(exc: BaseException) -> StorageError | None:
     """The Workly error for an asyncpg (or socket) error; None for anything else."""
     if isinstance(exc, WorklyError):
         return None
+    if isinstance(exc, asyncpg.exceptions.DiskFullError) or _no_space(exc):
+        return StorageFull(f"PostgreSQL's disk is full: {exc}")
     if isinstance(exc, _PG_UNAVAILABLE):
         return StorageUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.exceptions.IntegrityConstraintViolationError):
@@ -51,13 +55,19 @@ def interpret_sqlite_error(exc: BaseException) -> StorageError | None:
     """The Workly error for a sqlite3 (or file) error; None for anything else."""
     if isinstance(exc, WorklyError):
         return None
-    if isinstance(exc, (sqlite3.OperationalError, OSError)):  # locked, busy, disk I/O, disk full
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or _no_space(exc):
+        return StorageFull(f"SQLite's disk is full: {exc}")
+    if isinstance(exc, (sqlite3.OperationalError, OSError)):  # locked, busy, disk I/O
         return StorageUnavailable(f"SQLite is unavailable: {exc}")
     if isinstance(exc, sqlite3.IntegrityError):
         return StorageConflict()
     if isinstance(exc, sqlite3.Error):
         return StorageError(f"SQLite error: {type(exc).__name__}: {exc}")
     return None
+
+
+def _no_space(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def raises_workly_errors(interpret: Interpretation) -> Callable[[type[T]], type[T]]:

@@ -22,6 +22,7 @@ from workly.errors import (
     InvalidSchedule,
     NotFoundError,
     StorageConflict,
+    StorageFull,
     StorageUnavailable,
     TooLarge,
 )
@@ -138,6 +139,16 @@ def _unavailable(exc: Exception, where: str) -> ProblemResponse:
     return problem(503, "The database is unavailable; retry later.", "unavailable")
 
 
+def _full(exc: Exception, where: str) -> ProblemResponse:
+    log.error("storage error on %s: %s", where, exc)
+    return problem(
+        503,
+        "The database's disk is full: nothing of this request was stored. Retry once space is "
+        "freed; Workly goes on by itself.",
+        "unavailable",
+    )
+
+
 def _unexpected(exc: Exception, where: str) -> ProblemResponse:
     log.error("unhandled error on %s", where, exc_info=exc)
     return problem(500, "An unexpected error occurred; it has been logged.", "internal")
@@ -152,6 +163,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((InvalidOperation,), _invalid_operation),
     ((InvalidSchedule,), _invalid_schedule),
     ((TooLarge,), _too_large),
+    ((StorageFull,), _full),
     ((StorageUnavailable,), _unavailable),
     ((Exception,), _unexpected),
 ]

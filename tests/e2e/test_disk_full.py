@@ -1,0 +1,95 @@
+"""A full disk under `workly dev`: the database on a 4 MiB tmpfs of the test's own, filled up.
+
+Enqueues answer 503 with a problem that says the disk is full, nothing acknowledged is lost,
+the server stays up, and once space is freed enqueues succeed again with no restart. The
+tmpfs is mounted and unmounted by the test (root, as CI runs); the server is stopped by PID
+before the unmount.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import dev_args, drop_workly_env
+from tests.support.servers import AUTH, TEST_SECRET, TEST_SERVER_ENV, free_port, workly_process
+
+pytestmark = pytest.mark.e2e
+TASK = {"url": "http://127.0.0.1:9/never", "body": {"pad": "x" * 3000}}  # a paused queue: never sent
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        reason = f"cannot mount a tmpfs here: {mounted.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)  # CI runs as root: the test must run there
+        pytest.skip(reason)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    chunk = b"\0" * 65536
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(chunk)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_refuses_enqueues_with_503_loses_nothing_and_recovers(
+    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drop_workly_env(monkeypatch)
+    port = free_port()
+    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, **TEST_SERVER_ENV}
+    with (
+        workly_process(dev_args(small_disk / "w.db", port), env, port, tmp_path / "workly.log") as base,
+        httpx.Client(base_url=base, headers=AUTH, timeout=10) as api,
+    ):
+        assert api.put("/v1/queues/q", json={"paused": True}).status_code == 201
+        acknowledged = [api.post("/v1/queues/q/tasks", json=TASK).json()["id"] for _ in range(3)]
+
+        filler = fill(small_disk)
+        refused = None
+        for _ in range(50):  # pages SQLite already holds may take a few more; the disk ends them
+            answer = api.post("/v1/queues/q/tasks", json=TASK)
+            if answer.status_code == 201:
+                acknowledged.append(answer.json()["id"])
+                continue
+            refused = answer
+            break
+        assert refused is not None, "50 enqueues fitted on a full disk"
+        assert refused.status_code == 503
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert "disk is full" in refused.json()["detail"]
+        assert api.get("/health/live").status_code == 200
+
+        filler.unlink()
+        again = api.post("/v1/queues/q/tasks", json=TASK)
+        assert again.status_code == 201, again.text
+        acknowledged.append(again.json()["id"])
+
+        for task_id in acknowledged:
+            assert api.get(f"/v1/tasks/{task_id}").json()["status"] == "ready"
+        assert api.get("/v1/queues/q").json()["counts"]["ready"] == len(acknowledged)
