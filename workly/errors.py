@@ -20,7 +20,7 @@ WorklyError
 ├── TooLarge               an input over a configured size limit       → 413
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
-        ├── StorageFull        the database's disk is full: nothing was written
+        ├── StorageFull        a disk the database writes to is full: the write was rolled back
         └── ServiceNotRunning  the service has not started, or is stopping
 
 The storage backends raise only these (workly/storage/interpret.py turns each driver's
@@ -137,8 +137,8 @@ class StorageUnavailable(StorageError):
 
 
 class StorageFull(StorageUnavailable):
-    """The database's disk (or its file system) is full: the write was rolled back, nothing
-    of it was stored, and the same write succeeds once space is freed."""
+    """A disk the database writes to (its files, or its temporary files) is full: the write
+    was rolled back, and the same write can succeed once space is freed."""
 
 
 class StorageConflict(StorageError, ConflictError):

@@ -72,7 +72,7 @@ async def test_a_blocked_write_gives_up_after_the_database_timeout(
 
 def test_running_out_of_database_resources_counts_as_unavailable() -> None:
     # PostgreSQL's class 53 (too many connections, disk full, out of memory) passes: the
-    # API answers 503 and results are retried, instead of a 500 and a redelivery later.
+    # API answers 503 (retry later), not 500.
     for exc in (
         asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"),
         asyncpg.exceptions.DiskFullError("could not extend file"),

@@ -41,7 +41,7 @@ def interpret_postgres_error(exc: BaseException) -> StorageError | None:
     if isinstance(exc, WorklyError):
         return None
     if isinstance(exc, asyncpg.exceptions.DiskFullError) or _no_space(exc):
-        return StorageFull(f"PostgreSQL's disk is full: {exc}")
+        return StorageFull(f"a disk PostgreSQL writes to is full: {exc}")
     if isinstance(exc, _PG_UNAVAILABLE):
         return StorageUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.exceptions.IntegrityConstraintViolationError):
@@ -55,8 +55,9 @@ def interpret_sqlite_error(exc: BaseException) -> StorageError | None:
     """The Workly error for a sqlite3 (or file) error; None for anything else."""
     if isinstance(exc, WorklyError):
         return None
-    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or _no_space(exc):
-        return StorageFull(f"SQLite's disk is full: {exc}")
+    # The primary code (the low byte of an extended one). SQLite's temporary files count too.
+    if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL or _no_space(exc):
+        return StorageFull(f"a disk SQLite writes to is full: {exc}")
     if isinstance(exc, (sqlite3.OperationalError, OSError)):  # locked, busy, disk I/O
         return StorageUnavailable(f"SQLite is unavailable: {exc}")
     if isinstance(exc, sqlite3.IntegrityError):

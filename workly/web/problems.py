@@ -143,8 +143,8 @@ def _full(exc: Exception, where: str) -> ProblemResponse:
     log.error("storage error on %s: %s", where, exc)
     return problem(
         503,
-        "The database's disk is full: nothing of this request was stored. Retry once space is "
-        "freed; Workly goes on by itself.",
+        "A disk the database writes to is full: this request's write was rolled back, nothing "
+        "of it was stored. Retry once space is freed; Workly goes on by itself.",
         "unavailable",
     )
 
