@@ -56,7 +56,7 @@ def interpret_sqlite_error(exc: BaseException) -> StorageError | None:
     if isinstance(exc, WorklyError):
         return None
     # The primary code (the low byte of an extended one). SQLite's temporary files count too.
-    if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL or _no_space(exc):
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL or _no_space(exc):
         return StorageFull(f"a disk SQLite writes to is full: {exc}")
     if isinstance(exc, (sqlite3.OperationalError, OSError)):  # locked, busy, disk I/O
         return StorageUnavailable(f"SQLite is unavailable: {exc}")
