@@ -24,3 +24,7 @@ lint:
 # Load test against a running server (`just dev` or `just serve`), e.g. just loadtest -rate 1000 -duration 20s
 loadtest *args:
     {{venv}}/python -m tools.loadtest {{args}}
+
+# Mixed load under faults, then the books balanced, e.g. just soak -backend sqlite -duration 10m -rate 300
+soak *args:
+    {{venv}}/python -m tools.soak {{args}}

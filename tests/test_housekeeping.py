@@ -14,6 +14,7 @@ import pytest
 from tests.storage.helpers import new, result_for
 from tests.support.clock import FakeClock
 from workly.clock import system_clock
+from workly.metrics import Metrics
 from workly.models import QueueConfig
 from workly.service.housekeeping import Housekeeper
 from workly.storage.base import Storage
@@ -159,3 +160,33 @@ async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage)
     queue = await storage.get_queue("q")
     assert queue is not None
     assert queue.counts["succeeded"] == 0
+
+
+class Rebuilder(VacuumCounter):
+    """Rebuilds one index on its first call, none after."""
+
+    def __init__(self) -> None:
+        super().__init__(autovacuum=True)
+        self.calls = 0
+
+    async def rebuild_bloated_indexes(self) -> list[str]:
+        self.calls += 1
+        return ["tasks_id_key"] if self.calls == 1 else []
+
+
+async def test_bloated_indexes_are_looked_for_periodically_and_counted() -> None:
+    storage, metrics = Rebuilder(), Metrics()
+    keeper = Housekeeper(
+        storage,  # type: ignore[arg-type]
+        system_clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0, fold_interval=0,
+        depth_interval=0, probe_interval=0, recount_interval=0, reindex_interval=0.02, metrics=metrics,
+    )  # fmt: skip
+    await keeper.start()
+    try:
+        async with asyncio.timeout(5):
+            while storage.calls < 3:
+                await asyncio.sleep(0.01)
+    finally:
+        await keeper.stop()
+    assert keeper.rebuilt == ["tasks_id_key"]
+    assert metrics.registry.get_sample_value("workly_index_rebuilds_total") == 1

@@ -105,6 +105,8 @@ async def test_the_route_reports_enqueues_and_deliveries(sqlite_url: str) -> Non
     # Each task went out either leased by its enqueue (eager dispatch) or through a claim.
     assert sample(text, "workly_eager_dispatches_total") + sample(text, "workly_claim_batch_size_sum") == 3
     assert sample(text, "workly_group_commit_size_count", kind="results") >= 1
+    assert sample(text, "workly_claim_duration_seconds_count") >= 1  # the dispatcher's first claim
+    assert sample(text, "workly_claim_duration_seconds_sum") > 0
 
 
 @pytest.mark.parametrize(("public", "status"), [(False, 401), (True, 200)])

@@ -75,6 +75,12 @@ class Settings(BaseSettings):
         description="PostgreSQL: seconds between VACUUMs of Workly's tables; unset = every 10 s "
         "only when the server's autovacuum is off; 0 = never",
     )
+    reindex_interval: float = Field(
+        default=60.0,
+        ge=0,
+        description="PostgreSQL: seconds between checks for indexes that retention left bloated, "
+        "each rebuilt with REINDEX CONCURRENTLY; 0 = never",
+    )
     dispatch: bool = Field(
         default=True, description="run the dispatcher in this process (false: API only, no deliveries)"
     )

@@ -21,6 +21,7 @@ WorklyError
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
         ├── StorageFull        a disk the database writes to is full: the write was rolled back
+        ├── StorageContention  a deadlock or serialization conflict aborted the transaction
         └── ServiceNotRunning  the service has not started, or is stopping
 
 The storage backends raise only these (workly/storage/interpret.py turns each driver's
@@ -139,6 +140,12 @@ class StorageUnavailable(StorageError):
 class StorageFull(StorageUnavailable):
     """A disk the database writes to (its files, or its temporary files) is full: the write
     was rolled back, and the same write can succeed once space is freed."""
+
+
+class StorageContention(StorageUnavailable):
+    """PostgreSQL aborted the transaction to break a deadlock or a serialization conflict with
+    another one: it rolled back whole, and the same call may succeed at once. The backend
+    retries its own transactions a few times before this reaches a caller."""
 
 
 class StorageConflict(StorageError, ConflictError):

@@ -14,6 +14,7 @@ from workly.clock import system_clock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
+from workly.errors import StorageUnavailable
 from workly.models import QueueConfig, Task
 from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer
@@ -202,3 +203,71 @@ async def test_a_queue_with_its_own_secret_is_signed_with_it(storage: Storage) -
     assert len(got_own.headers["webhook-signature"].split()) == 2  # ... and its old one signs too
     assert got_shared.verified  # other queues keep WORKLY_SIGNING_SECRET
     assert len(got_shared.headers["webhook-signature"].split()) == 1
+
+
+class FlakyResults:
+    """A real storage whose record_results fails ``failures`` times as if the database were
+    restarting (``after_commit``: as if the answer were lost after the write committed);
+    everything else goes straight through."""
+
+    def __init__(self, storage: Storage, failures: int, after_commit: bool = False) -> None:
+        self._storage = storage
+        self.failures = failures
+        self.after_commit = after_commit
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._storage, name)
+
+    async def record_results(self, *args: object, **kwargs: object) -> object:
+        self.calls += 1
+        if not self.failures:
+            return await self._storage.record_results(*args, **kwargs)  # type: ignore[arg-type]
+        self.failures -= 1
+        if self.after_commit:
+            await self._storage.record_results(*args, **kwargs)  # type: ignore[arg-type]
+            raise StorageUnavailable(
+                "PostgreSQL is unavailable: connection was closed in the middle of operation"
+            )
+        raise StorageUnavailable("PostgreSQL is unavailable: the database system is starting up")
+
+
+async def test_a_result_the_database_could_not_take_is_recorded_once_it_can(storage: Storage) -> None:
+    flaky = FlakyResults(storage, failures=3)
+    async with running_receiver() as receiver:
+        task = new(url=receiver.url("/hook"))
+        await storage.enqueue([task], system_clock())
+        async with dispatching(flaky, poll_interval=0.05, lease_margin=3):  # type: ignore[arg-type]
+            stored = await wait_for_status(storage, task.id, "succeeded")
+    assert flaky.calls == 4 and stored.attempts == 1
+    assert len(receiver.at("/hook")) == 1  # recorded under its first lease: not sent again
+
+
+async def test_a_result_written_before_its_answer_was_lost_is_not_written_again(storage: Storage) -> None:
+    flaky = FlakyResults(storage, failures=1, after_commit=True)
+    async with running_receiver() as receiver:
+        task = new(url=receiver.url("/hook"))
+        await storage.enqueue([task], system_clock())
+        async with dispatching(flaky, poll_interval=0.05, lease_margin=3) as dispatcher:  # type: ignore[arg-type]
+            stored = await wait_for_status(storage, task.id, "succeeded")
+            await wait_until(lambda: not dispatcher._in_flight, timeout=5)
+        attempts = await storage.list_attempts(task.id)
+    # The lease was no longer held after the lost answer: the result was not sent again (it
+    # would have been kept as a second, stale attempt).
+    assert flaky.calls == 1
+    assert [(a.attempt, a.stale) for a in attempts] == [(1, False)]
+    assert stored.attempts == 1
+
+
+async def test_a_result_is_given_up_after_the_lease_margin(storage: Storage) -> None:
+    flaky = FlakyResults(storage, failures=1000)
+    async with running_receiver() as receiver:
+        task = new(url=receiver.url("/hook"))
+        await storage.enqueue([task], system_clock())
+        async with dispatching(flaky, poll_interval=0.05, lease_margin=0.3) as dispatcher:  # type: ignore[arg-type]
+            await receiver.wait_for("/hook", 1)
+            # The delivery ends once the tries spent the margin (waits of 0.05, 0.1, 0.2 s…
+            # past 0.3 s from the first failure): its slot is free, the task left to its lease.
+            await wait_until(lambda: not dispatcher._in_flight, timeout=5)
+    assert 2 <= flaky.calls <= 4  # how many fit in 0.3 s depends on the machine
+    assert (await task_status(storage, task.id)).status == "running"

@@ -79,6 +79,11 @@ def test_running_out_of_database_resources_counts_as_unavailable() -> None:
         asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
         ConnectionRefusedError(111, "Connection refused"),
         TimeoutError(),
+        # A connection the server dropped in the middle of a statement, as it shuts down
+        # (the soak saw one reach the API as a 500, tools/soak).
+        asyncpg.exceptions.InternalClientError(
+            "cannot switch to state 12; another operation (2) is in progress"
+        ),
     ):
         assert isinstance(interpret_postgres_error(exc), StorageUnavailable), exc
     assert isinstance(

@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from tests.support.pg_waits import NotificationProbe
+from workly.storage import postgres_wakeups
 from workly.storage.postgres import PostgresStorage
 from workly.storage.postgres_wakeups import CHANNEL, channel_of
 
@@ -194,3 +195,25 @@ async def test_looks_are_frequent_only_once_the_sql_functions_are_in_use(pg_fres
         assert second.storage.wakeups.sql_in_use
     finally:
         await second.storage.close()
+
+
+async def test_a_listen_connection_refused_right_after_it_connects_backs_off(
+    pg_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Behind a PgBouncer in transaction mode every new LISTEN connection failed at its first
+    # statement (asyncpg's prepared statements), and the listener reconnected at once, about
+    # 400 times a second. Now it waits 0.5 s, then 1 s, as after a failed connect.
+    async def refused(conn: asyncpg.Connection, schema: str) -> None:
+        raise asyncpg.exceptions.DuplicatePreparedStatementError(
+            'prepared statement "__asyncpg_stmt_1__" exists'
+        )
+
+    monkeypatch.setattr(postgres_wakeups, "use_schema", refused)
+    process = Process(await PostgresStorage.open(pg_url))
+    try:
+        await process.storage.wakeups.listen(process.on_work, first_wait=0.1)
+        await asyncio.sleep(1.2)
+    finally:
+        await process.storage.close()
+    failures = [r for r in caplog.records if "LISTEN connection failed" in r.getMessage()]
+    assert 1 <= len(failures) <= 4, len(failures)

@@ -17,7 +17,7 @@ from workly.storage.queries import (
     sqlite_queries,
 )
 
-# What SQLite has no use for: cross-process wake-ups, vacuum, the locks and counters that
+# What SQLite has no use for: cross-process wake-ups, vacuum and index rebuilds, the locks and counters that
 # keep queue limits across processes (it runs in one process, with one writer), schemas,
 # and the SQL functions' wake-ups and limits (it has no stored functions).
 POSTGRES_ONLY = {
@@ -26,6 +26,8 @@ POSTGRES_ONLY = {
     "set_sql_limits", "schema_exists", "earlier_install_elsewhere",
     "database_now",  # SQLite is a file of this host: its clock is this host's
     "lock_for_recount", "recount_lock_timeout",  # SQLite's one writer already keeps everyone else out
+    # Deletes rebalance SQLite's B-trees: no index bloat to rebuild.
+    "bloated_indexes", "index_leftovers", "cancel_index_rebuilds",
 }  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from workly.clock import Clock
 from workly.delivery_stats import Rollup
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
+from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, LeaseOffer, RecordSummary
 from workly.periodic import run_every
@@ -37,6 +38,10 @@ from workly.storage.base import Storage
 from workly.tracing import Tracing
 
 log = logging.getLogger("workly.dispatch")
+# Waits between tries of a result the database could not take (doubling).
+_RESULT_RETRY_FIRST = 0.05
+_RESULT_RETRY_MOST = 1.0
+
 # Told of every recorded batch (the service: wake-ups for freed tasks, Workly's own events).
 RecordObserver = Callable[[Sequence[AttemptResult], RecordSummary], None]
 
@@ -201,6 +206,7 @@ class Dispatcher:
         except Exception:
             log.exception("claim failed; retrying after the poll interval")
             return Claim([])
+        self._metrics.claim_seconds.observe((time.time_ns() - started) / 1e9)
         if claim.tasks and self._tracing.enabled:
             self._tracing.claimed(started, len(claim.tasks))
         return claim
@@ -270,11 +276,54 @@ class Dispatcher:
         await self._submit(task, result)
 
     async def _submit(self, task: ClaimedTask, result: AttemptResult) -> None:
+        """Record the result; while the database is unavailable (down, restarting, too slow,
+        a deadlock broken), again, for up to the lease margin from the first failure, unless
+        the process is stopping. The delivery stays in flight meanwhile. A failure may come
+        after the write committed (an answer lost with its connection): so before each new
+        try the task's lease is extended, which also tells whether it is still held. Held:
+        the result was not written, and is sent again under the same lease. Not held: it was
+        written (or the reaper took the task back): nothing more to do. A result given up
+        leaves the task to its lease, and the reaper sends it again."""
+        deadline = None
+        pause = _RESULT_RETRY_FIRST
+        while True:
+            try:
+                if deadline is None:
+                    await self._results.submit(result)
+                else:
+                    async with asyncio.timeout_at(deadline):  # a try may wait on a dead connection
+                        await self._results.submit(result)
+                return
+            except (StorageUnavailable, TimeoutError) as exc:
+                loop = asyncio.get_running_loop()
+                if deadline is None:
+                    deadline = loop.time() + self._lease_margin
+                    log.warning("recording the result of task %s failed (%s); retrying", task.id, exc)
+                if self._stopping or loop.time() + pause >= deadline:
+                    log.error("recording the result of task %s failed; its lease brings it back", task.id)
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _RESULT_RETRY_MOST)
+                if not await self._still_leased(task, deadline):
+                    return
+            except Exception:
+                # The task stays running under its lease; it is not lost, only late.
+                log.exception("recording the result of task %s failed", task.id)
+                return
+
+    async def _still_leased(self, task: ClaimedTask, deadline: float) -> bool:
+        """Whether ``task`` is still running under this delivery's lease (now extended); a
+        database still unavailable counts as held, to be asked again after the next try."""
         try:
-            await self._results.submit(result)
-        except Exception:
-            # The task stays running under its lease; it is not lost, only late.
-            log.exception("recording the result of task %s failed", task.id)
+            async with asyncio.timeout_at(deadline):
+                held = await self._storage.extend_leases(
+                    [(task.seq, task.lease_token)], self._clock(), self._lease_margin
+                )
+        except (StorageUnavailable, TimeoutError):
+            return True
+        if not held:
+            log.info("task %s: its result was recorded after all, or its lease taken over", task.id)
+        return held > 0
 
     def _observe(
         self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float

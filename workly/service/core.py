@@ -213,6 +213,7 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         housekeeper = Housekeeper(
             storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
             vacuum_interval=settings.vacuum_interval, retention=settings.retention, metrics=metrics,
+            reindex_interval=settings.reindex_interval,
             # A probe goes out within half a second of its cool-down ending (sooner when the
             # cool-down itself is shorter).
             probe_interval=min(0.5, settings.breaker_cooldown), history=history,

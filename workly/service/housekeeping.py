@@ -23,6 +23,11 @@ and status again every couple of seconds, so reading them stays cheap.
 Delivery history: the dispatcher's counts per queue, endpoint and minute (the dashboard's
 charts, workly/delivery_stats.py) are written every few seconds and kept two hours.
 
+Index rebuilds: on PostgreSQL the indexes of the churning tables grow with every task
+ever stored, not with the tasks kept (retention empties pages but failed tasks stay in
+them; workly/storage/postgres_indexes.py); every WORKLY_REINDEX_INTERVAL the ones grown
+far past what their entries need are rebuilt without blocking anything.
+
 Vacuum: on PostgreSQL a task leaves three row versions behind (ready, running,
 finished). Until they are vacuumed, their index entries stay in front of the claim's
 index scan, so every claim gets slower with every task delivered (measured: 0.3 ms
@@ -67,6 +72,7 @@ class Housekeeper:
         fold_interval: float = 2.0,
         history: DeliveryHistory | None = None,
         history_interval: float = 5.0,
+        reindex_interval: float = 0.0,
     ) -> None:
         """``vacuum_interval``: seconds between vacuums; 0 = never; None = every
         ``auto_vacuum_interval`` seconds if the database does not vacuum by itself."""
@@ -85,6 +91,8 @@ class Housekeeper:
         self._fold_interval = fold_interval
         self._history = history
         self._history_interval = history_interval
+        self._reindex_interval = reindex_interval
+        self.rebuilt: list[str] = []
         self.probes = 0
         self.recounted = 0
         self.pruned = 0
@@ -106,6 +114,8 @@ class Housekeeper:
             self._every(self._depth_interval, self._measure_depths, "queue depths")
         if self._fold_interval > 0:
             self._every(self._fold_interval, self._storage.fold_task_counts, "task counts")
+        if self._reindex_interval > 0:
+            self._every(self._reindex_interval, self._rebuild_indexes, "index rebuilds")
         if self._history is not None and self._history_interval > 0:
             self._every(self._history_interval, self._history.flush, "delivery history")
             self._every(self._prune_interval, self._history.prune, "delivery history pruning")
@@ -168,6 +178,12 @@ class Housekeeper:
             self.recounted += corrected
             log.warning("corrected the count of deliveries in flight of %d queue(s)", corrected)
             self._work_available()  # slots came free: claim now
+
+    async def _rebuild_indexes(self) -> None:
+        rebuilt = await self._storage.rebuild_bloated_indexes()
+        self.rebuilt += rebuilt
+        if rebuilt:
+            self._metrics.index_rebuilds.inc(len(rebuilt))
 
     async def _vacuum(self) -> None:
         await self._storage.vacuum()

@@ -76,6 +76,12 @@ class Storage(Protocol):
     async def vacuum(self) -> None:
         """Remove dead row versions from the hot tables (PostgreSQL VACUUM; SQLite: nothing)."""
 
+    async def rebuild_bloated_indexes(self) -> list[str]:
+        """Rebuild the indexes of the churning tables that retention has left much larger
+        than their entries need, in one process at a time; their names (PostgreSQL, see
+        postgres_indexes.py; SQLite: none, its B-trees merge pages that deletes leave
+        underfull)."""
+
     # --- wake-ups across processes -------------------------------------------------
     async def announce_work(self) -> None:
         """Tell other processes that work may be claimable (PostgreSQL: NOTIFY; SQLite: nothing).

@@ -4,7 +4,8 @@ Each backend names its interpretation (``interpret_postgres_error``,
 ``interpret_sqlite_error``) and marks its class with ``@raises_workly_errors(...)``: every
 public coroutine method of the class then re-raises a driver error as a ``StorageError``
 (``StorageUnavailable`` for a database that is down, restarting, unreachable or too slow,
-``StorageFull``, one of them, for a disk that is full;
+``StorageFull``, one of them, for a disk that is full, ``StorageContention``, another, for a
+transaction PostgreSQL aborted to break a deadlock;
 ``StorageConflict`` for a constraint). Workly's own errors and programming errors pass
 unchanged. So callers branch on one hierarchy (workly/errors.py) whatever the database.
 """
@@ -20,16 +21,32 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from workly.errors import StorageConflict, StorageError, StorageFull, StorageUnavailable, WorklyError
+from workly.errors import (
+    StorageConflict,
+    StorageContention,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+    WorklyError,
+)
 
 T = TypeVar("T")
 Interpretation = Callable[[BaseException], StorageError | None]
 
+# Deadlock and serialization failures: the transaction rolled back whole; the same one again
+# may well succeed (SQLSTATE 40P01, 40001).
+CONTENTION: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.SerializationError,
+)
 _PG_UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,  # asyncpg's command_timeout: WORKLY_DB_TIMEOUT passed
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,  # the connection or the pool is closed or closing
+    # The connection's protocol state broke: the server closed it mid-statement (seen as it
+    # shut down: "cannot switch to state 12; another operation is in progress").
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up, crashed
     asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full, out of memory
     asyncpg.exceptions.QueryCanceledError,  # a server-side statement_timeout
@@ -42,6 +59,8 @@ def interpret_postgres_error(exc: BaseException) -> StorageError | None:
         return None
     if isinstance(exc, asyncpg.exceptions.DiskFullError) or _no_space(exc):
         return StorageFull(f"a disk PostgreSQL writes to is full: {exc}")
+    if isinstance(exc, CONTENTION):
+        return StorageContention(f"PostgreSQL aborted a transaction: {type(exc).__name__}: {exc}")
     if isinstance(exc, _PG_UNAVAILABLE):
         return StorageUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.exceptions.IntegrityConstraintViolationError):

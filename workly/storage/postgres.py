@@ -7,6 +7,7 @@ every public method raises only Workly's errors (interpret.py).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ import asyncpg
 
 from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.database_url import DEFAULT_SCHEMA, check_schema_name, split_pool_size
-from workly.errors import ConfigError, QueueNotFound, TaskNotFound
+from workly.errors import ConfigError, QueueNotFound, StorageError, TaskNotFound
 from workly.json_text import from_json, to_json
 from workly.models import (
     Attempt,
@@ -32,10 +33,11 @@ from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
 from workly.storage.postgres_enqueue import PostgresEnqueue
+from workly.storage.postgres_indexes import PostgresIndexes
 from workly.storage.postgres_operations import PostgresOperations
 from workly.storage.postgres_schedules import PostgresSchedules
 from workly.storage.postgres_statements import DECODERS as _DECODERS
-from workly.storage.postgres_statements import Connection, use_schema
+from workly.storage.postgres_statements import Connection, retrying_contention, use_schema
 from workly.storage.postgres_statements import execute as _execute
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
@@ -47,6 +49,8 @@ from workly.storage.queries import Query, postgres_queries
 from workly.storage.tasks import check_transition
 
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
+
+log = logging.getLogger("workly.storage")
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -65,7 +69,7 @@ async def _init_connection(conn: asyncpg.Connection, schema: str) -> None:
 
 @raises_workly_errors(interpret_postgres_error)
 class PostgresStorage(
-    PostgresEnqueue, PostgresWebhooks, PostgresOperations, PostgresSchedules, PostgresStats
+    PostgresEnqueue, PostgresWebhooks, PostgresOperations, PostgresSchedules, PostgresStats, PostgresIndexes
 ):
     dialect = "postgres"
 
@@ -144,7 +148,13 @@ class PostgresStorage(
                 await conn.execute(f'CREATE SCHEMA "{self._schema}"')  # a checked name
             await _execute(conn, self._q.create_schema_version)
             current = await _fetchval(conn, self._q.get_schema_version)
-            for migration in pending("postgres", current):
+            todo = list(pending("postgres", current))
+            if todo:
+                # An index rebuild (postgres_indexes.py) holds a lock on its table that a
+                # migration's DDL would wait for, with every enqueue and claim queued behind
+                # the DDL: stop it; the next check starts again, after the migration.
+                await _execute(conn, self._q.cancel_index_rebuilds)
+            for migration in todo:
                 if not migration.is_empty:
                     await conn.execute(migration.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
                 await _execute(conn, self._q.set_schema_version, version=migration.version)
@@ -227,10 +237,12 @@ class PostgresStorage(
 
     # --- dispatch ----------------------------------------------------------------
     async def claim_tasks(self, limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
-        found = await _fetch(
-            self._pool, self._q.claim_tasks, now=now, limit=limit, lease_token=lease_token,
-            lease_margin=lease_margin,
-        )  # fmt: skip
+        params: dict[str, Any] = {
+            "now": now, "limit": limit, "lease_token": lease_token, "lease_margin": lease_margin,
+        }  # fmt: skip
+        # Claims lock the same queue rows in every process: one PostgreSQL aborted to break a
+        # deadlock runs again at once, not a poll interval later.
+        found = await retrying_contention(lambda: _fetch(self._pool, self._q.claim_tasks, **params))
         # One row carries no task (seq is null): when to claim again.
         [hint] = [row for row in found if row["seq"] is None]
         claimed = sorted((row for row in found if row["seq"] is not None), key=_placed)
@@ -265,18 +277,39 @@ class PostgresStorage(
             "ok_keys": plan.ok_keys,
             "held_until": HELD_UNTIL,
         }
-        tally = breakers.Tally()
-        async with self._pool.acquire() as conn:
-            if plan.failing:  # the rare path: the results and the breaker rules in one transaction
+
+        async def record() -> tuple[Any, breakers.Tally]:
+            async with self._pool.acquire() as conn:
+                if not plan.failing:  # the hot path: one statement
+                    return await _fetchrow(conn, self._q.record_results, **params), breakers.Tally()
+                # The rare path: the results and the breaker rules in one transaction.
                 async with conn.transaction():
                     recorded = await _fetchrow(conn, self._q.record_results, **params)
-                    tally = await self._apply_failures(conn, plan.failing, now, rules)
-            else:  # the hot path: one statement
-                recorded = await _fetchrow(conn, self._q.record_results, **params)
-            closed = recorded["closed_keys"]
-            if closed:
-                tally.closed += len(closed)
-                tally.released += await self.release_held(conn, closed)
+                    return recorded, await self._apply_failures(conn, plan.failing, now, rules)
+
+        # Run again whole when PostgreSQL broke a deadlock with it (another process's
+        # breaker rules on the same receiver): otherwise the results are lost and the
+        # tasks delivered again once their leases expire.
+        recorded, tally = await retrying_contention(record)
+        closed = recorded["closed_keys"]
+        if closed:
+            tally.closed += len(closed)
+            # After the commit: a failure here must not fail the call, whose caller would
+            # then record the results again. What stays held is freed by the probes' sweep
+            # (free_stranded).
+            try:
+                async with self._pool.acquire() as conn:
+                    tally.released += await self.release_held(conn, closed)
+            except (
+                asyncpg.PostgresError,
+                OSError,
+                asyncpg.InterfaceError,
+                TimeoutError,
+                StorageError,
+            ) as exc:
+                log.warning(
+                    "freeing the tasks of %d closed breaker(s) failed (%s); the sweep will", len(closed), exc
+                )
         accepted: int = recorded["accepted"]
         return RecordSummary(
             accepted=accepted, stale=len(results) - accepted, released=tally.released,
@@ -288,10 +321,11 @@ class PostgresStorage(
     ) -> int:
         if not leases:
             return 0
-        extended = await _fetch(
-            self._pool, self._q.extend_leases, now=now, lease_margin=lease_margin,
-            seqs=[seq for seq, _ in leases], lease_tokens=[token for _, token in leases],
-        )  # fmt: skip
+        params: dict[str, Any] = {
+            "now": now, "lease_margin": lease_margin, "seqs": [seq for seq, _ in leases],
+            "lease_tokens": [token for _, token in leases],
+        }  # fmt: skip
+        extended = await retrying_contention(lambda: _fetch(self._pool, self._q.extend_leases, **params))
         return len(extended)
 
     async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:

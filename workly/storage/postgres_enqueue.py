@@ -20,7 +20,7 @@ from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage import rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.postgres_statements import DECODERS as _DECODERS
-from workly.storage.postgres_statements import Connection
+from workly.storage.postgres_statements import Connection, retrying_contention
 from workly.storage.postgres_statements import fetch as _fetch
 from workly.storage.postgres_statements import fetchrow as _fetchrow
 from workly.storage.queries import PostgresQueries
@@ -35,8 +35,13 @@ class PostgresEnqueue:
     async def enqueue(
         self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
     ) -> list[Enqueued]:
-        async with self._pool.acquire() as conn:
-            return await self._enqueue_on(conn, tasks, now, offer)
+        async def attempt() -> list[Enqueued]:
+            async with self._pool.acquire() as conn:
+                return await self._enqueue_on(conn, tasks, now, offer)
+
+        # Its insert locks the queue rows a claim locks too (eager dispatch): a deadlock
+        # rolls it back whole, and a second try finds what an earlier one committed.
+        return await retrying_contention(attempt)
 
     async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]:
         found = await _fetch(self._pool, self._q.get_leased_tasks, ids=list(ids), lease_token=lease_token)

@@ -3,17 +3,40 @@ postgres_webhooks.py): by name, with parameters by name (queries.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from workly.json_text import from_json
 from workly.storage import rows
+from workly.storage.interpret import CONTENTION
 from workly.storage.queries import Query
 
 Connection = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
+T = TypeVar("T")
+log = logging.getLogger("workly.storage")
+CONTENTION_TRIES = 4
+
+
+async def retrying_contention(transaction: Callable[[], Awaitable[T]], tries: int = CONTENTION_TRIES) -> T:
+    """Run ``transaction`` (a coroutine function that opens and ends one transaction, or runs
+    one statement outside any) again when PostgreSQL aborted it to break a deadlock or a
+    serialization conflict: it rolled back whole, so running it again is running it once.
+    The waits are short and random, so that the two sides of a deadlock do not meet again.
+    The last failure goes to the caller (as StorageContention, at the storage boundary)."""
+    for attempt in range(tries - 1):
+        try:
+            return await transaction()
+        except CONTENTION as exc:
+            log.info("transaction aborted (%s); running it again", type(exc).__name__)
+            await asyncio.sleep(random.uniform(0.001, 0.01 * 2**attempt))
+    return await transaction()
 
 
 def _as_datetime(value: Any) -> datetime:

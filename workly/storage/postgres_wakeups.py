@@ -54,6 +54,7 @@ def channel_of(schema: str) -> str:
 
 
 _RETRY_MIN, _RETRY_MAX = 0.5, 10.0
+_QUICK_LOSS = 1.0  # seconds: a LISTEN connection lost sooner than this backs off before the next
 
 
 class PostgresWakeups:
@@ -131,7 +132,7 @@ class PostgresWakeups:
                 await asyncio.sleep(retry_in)
                 retry_in = min(retry_in * 2, _RETRY_MAX)
                 continue
-            retry_in = _RETRY_MIN
+            connected_at = time.monotonic()
             try:
                 await use_schema(conn, self._schema)  # for the looks for SQL arrivals
                 if self._sql_every is not None and not self.sql_in_use:
@@ -147,6 +148,13 @@ class PostgresWakeups:
             finally:
                 if not conn.is_closed():
                     conn.terminate()
+            if time.monotonic() - connected_at < _QUICK_LOSS:
+                # Lost as soon as it came up (a statement refused every time, as behind a
+                # PgBouncer in transaction mode): wait as after a failed connect, not spin.
+                await asyncio.sleep(retry_in)
+                retry_in = min(retry_in * 2, _RETRY_MAX)
+            else:
+                retry_in = _RETRY_MIN
 
     def _heard(self, payload: str, on_work: Callable[[], None]) -> None:
         kind, _, sender = payload.partition(":")

@@ -186,6 +186,9 @@ class PostgresQueries(CommonQueries):
     autovacuum_enabled: Query
     database_now: Query
     vacuum: Query
+    bloated_indexes: Query
+    index_leftovers: Query
+    cancel_index_rebuilds: Query
     delete_queue_releases: Query
     lock_queues: Query
     recount_running: Query

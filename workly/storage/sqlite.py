@@ -110,6 +110,9 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
     async def vacuum(self) -> None:
         """Nothing to do (see needs_vacuum)."""
 
+    async def rebuild_bloated_indexes(self) -> list[str]:
+        return []  # deletes rebalance SQLite's B-trees: underfull pages merge, empty ones are reused
+
     async def announce_work(self) -> None:
         """Single process: the enqueuer already woke the only dispatcher."""
 

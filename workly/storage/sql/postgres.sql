@@ -593,6 +593,15 @@ WITH r AS (
          AS r(task_seq, lease_token, attempt, started_at, finished_at, status_code, error,
               response, outcome, next_run_at, sent)
 ),
+-- The batch's tasks still under its leases, locked in seq order before any is written: two
+-- writers that each take their rows in one order cannot deadlock (the heartbeat skips what
+-- this holds). A stale result locks nothing: the task is another lease's now.
+mine AS (
+    SELECT t.seq FROM tasks t
+    WHERE (t.seq, t.lease_token) IN (SELECT task_seq, lease_token FROM r) AND t.status = 'running'
+    ORDER BY t.seq
+    FOR NO KEY UPDATE OF t
+),
 updated AS (
     UPDATE tasks t
     SET status = CASE r.outcome WHEN 'retry' THEN 'ready' ELSE r.outcome END,
@@ -615,8 +624,8 @@ updated AS (
                               OR (r.outcome = 'failed' AND t.failure_callback_url IS NOT NULL)
                             THEN t.callback_seq + 1 ELSE t.callback_seq END,
         updated_at = :now
-    FROM r
-    WHERE t.seq = r.task_seq AND t.lease_token = r.lease_token AND t.status = 'running'
+    FROM r, mine m
+    WHERE t.seq = r.task_seq AND m.seq = t.seq AND t.lease_token = r.lease_token AND t.status = 'running'
     RETURNING t.seq, t.queue, r.lease_token
 ),
 released AS (
@@ -791,6 +800,52 @@ SELECT clock_timestamp() AS now;
 -- name: autovacuum_enabled
 SELECT current_setting('autovacuum')::boolean AS enabled;
 
+-- name: bloated_indexes
+-- The indexes of the churning tables that are much larger than their entries need, largest
+-- first (postgres_indexes.py says why they grow). What the entries need: as many as the
+-- index had at its last vacuum (reltuples), each its key's average width (the planner's
+-- statistics) plus an 8-byte header, aligned to 8, and a 4-byte line pointer, on 8 kB pages
+-- filled to B-tree's 90 %, and two pages any B-tree has (its metapage and root). Too large:
+-- more than :factor times that plus :slack_bytes.
+WITH sized AS (
+    SELECT ci.relname AS name, pg_relation_size(i.indexrelid) AS bytes,
+           greatest(ci.reltuples, 0) * (
+               ((8 + coalesce((SELECT sum(s.avg_width) FROM pg_attribute a
+                               JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
+                                               AND s.attname = a.attname
+                               WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)), 16) + 7) / 8) * 8
+               + 4) / (8192 * 0.9) * 8192 + 2 * 8192 AS needed
+    FROM pg_index i
+    JOIN pg_class ci ON ci.oid = i.indexrelid
+    JOIN pg_class c ON c.oid = i.indrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    -- Partial indexes (the claim's, the leases') hold short-lived rows that leave whole pages
+    -- empty, which VACUUM recycles: they do not bloat this way.
+    WHERE n.nspname = current_schema() AND c.relname IN ('tasks', 'attempts', 'events') AND i.indisvalid
+      AND i.indpred IS NULL
+)
+SELECT name, bytes, needed::bigint AS needed
+FROM sized
+WHERE bytes > :factor * needed + :slack_bytes
+ORDER BY bytes DESC;
+
+-- name: cancel_index_rebuilds
+-- Before a migration changes the tables: a rebuild's lock would hold its DDL, and all
+-- traffic behind that (postgres_indexes.py names its connection so).
+SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = 'workly-reindex' AND pid <> pg_backend_pid();
+
+-- name: index_leftovers
+-- What a REINDEX CONCURRENTLY interrupted (a restart, a cancel) leaves behind: an invalid
+-- copy named <index>_ccnew (or _ccold), which costs every write and serves no read.
+SELECT ci.relname AS name
+FROM pg_index i
+JOIN pg_class ci ON ci.oid = i.indexrelid
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relname IN ('tasks', 'attempts', 'events')
+  AND NOT i.indisvalid AND ci.relname ~ '_cc(new|old)[0-9]*$';
+
 -- name: vacuum
 -- SKIP_LOCKED: with several processes, whoever is first vacuums and the rest skip.
 VACUUM (SKIP_LOCKED) tasks, attempts, queues, breakers, events, endpoints, sql_arrivals, task_counts;
@@ -866,10 +921,22 @@ RETURNING q.name;
 -- name: extend_leases
 -- The heartbeat: :seqs and :lease_tokens are the (task, lease token) pairs in flight.
 -- Only leases still held are extended; a lease the reaper took back stays lost (the fence).
+-- SKIP LOCKED, in seq order: it never waits, so it cannot deadlock with the results of the
+-- same deliveries (record_results locks them in seq order too, and waits). A task it skips
+-- is having its result written or its lease taken back: its lease needs no more time.
+WITH held AS (
+    SELECT t.seq
+    FROM tasks t
+    JOIN unnest(:seqs::bigint[], :lease_tokens::text[]) AS l(seq, lease_token)
+      ON t.seq = l.seq AND t.lease_token = l.lease_token
+    WHERE t.status = 'running'
+    ORDER BY t.seq
+    FOR NO KEY UPDATE OF t SKIP LOCKED
+)
 UPDATE tasks t
 SET lease_expires_at = :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
-FROM unnest(:seqs::bigint[], :lease_tokens::text[]) AS l(seq, lease_token), queues q
-WHERE t.seq = l.seq AND t.lease_token = l.lease_token AND t.status = 'running' AND q.name = t.queue
+FROM held h, queues q
+WHERE t.seq = h.seq AND q.name = t.queue
 RETURNING t.seq;
 
 -- name: prune_succeeded

@@ -64,9 +64,13 @@ ORDER BY t.priority DESC, t.seq;
 SELECT * FROM task_view WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: get_tasks_by_idempotency_keys
--- :keys is a JSON array of [queue, idempotency_key] pairs.
-SELECT * FROM task_view
-WHERE (queue, idempotency_key) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:keys));
+-- :keys is a JSON array of [queue, idempotency_key] pairs. A join from the pairs, each
+-- looked up in tasks_idempotency: with "(queue, idempotency_key) IN (SELECT ...)" SQLite
+-- searched tasks_queue_seq by queue alone and read the queue's every task per enqueue
+-- (the soak found it: at 50,000 tasks it was half the writer's time).
+SELECT t.* FROM json_each(:keys) AS k
+CROSS JOIN task_view t
+WHERE t.queue = k.value ->> '$[0]' AND t.idempotency_key = k.value ->> '$[1]';
 
 -- name: get_task
 SELECT * FROM task_view WHERE id = :id;

@@ -1,0 +1,129 @@
+"""The order PostgreSQL writers take task rows in, so that they cannot deadlock, and what
+happens when PostgreSQL breaks a deadlock anyway.
+
+The soak (tools/soak) found them: under 500 tasks/s on three processes, the heartbeat and
+the results of the same deliveries locked the same rows in opposite orders, and a
+deadlock cost a claim a poll interval, a heartbeat a turn, and a result batch its record
+(the tasks went out again after their leases). Now the heartbeat takes its rows in seq
+order and skips a locked one (never waits), the results take theirs in seq order before
+writing any, and a transaction PostgreSQL aborted to break a deadlock runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from tests.storage.helpers import new, result_for, token
+from tests.support.clock import FakeClock
+from tests.support.pg_waits import wait_for_lock_waiters
+from workly.errors import StorageContention
+from workly.models import ClaimedTask, QueueConfig
+from workly.storage.interpret import interpret_postgres_error
+from workly.storage.postgres import PostgresStorage
+from workly.storage.postgres_statements import retrying_contention
+
+pytestmark = pytest.mark.postgres
+MARGIN = 30.0
+
+
+async def running(storage: PostgresStorage, clock: FakeClock, count: int) -> list[ClaimedTask]:
+    await storage.put_queue("q", QueueConfig(max_concurrency=count), clock())
+    await storage.enqueue([new() for _ in range(count)], clock())
+    claimed = (await storage.claim_tasks(count, clock(), token(), MARGIN)).tasks
+    assert len(claimed) == count
+    return sorted(claimed, key=lambda task: task.seq)
+
+
+async def lease_of(pg: asyncpg.Connection, seq: int) -> object:
+    return await pg.fetchval("SELECT lease_expires_at FROM tasks WHERE seq = $1", seq)
+
+
+async def test_the_heartbeat_never_waits_for_a_task_row_another_transaction_holds(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        low, high = await running(storage, clock, 2)
+        before = await lease_of(pg, low.seq)
+        async with pg.transaction():
+            await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR NO KEY UPDATE", low.seq)
+            extended = await asyncio.wait_for(
+                storage.extend_leases(
+                    [(low.seq, low.lease_token), (high.seq, high.lease_token)], clock.advance(5), MARGIN
+                ),
+                timeout=5,  # the old statement waited here for the row, until this transaction ended
+            )
+        assert extended == 1  # the free one
+        assert await lease_of(pg, low.seq) == before  # the held one, skipped, as it was
+    finally:
+        await storage.close()
+
+
+async def test_a_result_batch_locks_its_tasks_in_seq_order_before_writing_any(
+    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+) -> None:
+    storage = await PostgresStorage.open(pg_url)
+    probe = await asyncpg.connect(pg_url)
+    try:
+        tasks = await running(storage, clock, 50)
+        low, high = tasks[0], tasks[-1]
+        async with pg.transaction():
+            await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR NO KEY UPDATE", high.seq)
+            # The batch names the highest task first: it still locks the lowest one first,
+            # and every other, then waits here for the highest.
+            results = [result_for(task, clock(), "succeeded") for task in reversed(tasks)]
+            recording = asyncio.create_task(storage.record_results(results, clock()))
+            await wait_for_lock_waiters(pg, 1)
+            with pytest.raises(asyncpg.exceptions.LockNotAvailableError):
+                await probe.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE NOWAIT", low.seq)
+        summary = await asyncio.wait_for(recording, timeout=5)
+        assert summary.accepted == 50
+    finally:
+        await probe.close()
+        await storage.close()
+
+
+def deadlock() -> asyncpg.exceptions.DeadlockDetectedError:
+    return asyncpg.exceptions.DeadlockDetectedError("deadlock detected")
+
+
+async def test_a_transaction_aborted_to_break_a_deadlock_runs_again() -> None:
+    calls: list[int] = []
+
+    async def transaction() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise deadlock()
+        return "done"
+
+    assert await retrying_contention(transaction) == "done"
+    assert len(calls) == 3
+
+
+async def test_a_deadlock_every_time_reaches_the_caller_as_contention() -> None:
+    calls: list[int] = []
+
+    async def transaction() -> str:
+        calls.append(1)
+        raise deadlock()
+
+    with pytest.raises(asyncpg.exceptions.DeadlockDetectedError) as raised:
+        await retrying_contention(transaction, tries=3)
+    assert len(calls) == 3
+    error = interpret_postgres_error(raised.value)
+    assert isinstance(error, StorageContention)  # a kind of StorageUnavailable: 503, retried
+
+
+async def test_other_errors_are_not_run_again() -> None:
+    calls: list[int] = []
+
+    async def transaction() -> str:
+        calls.append(1)
+        raise asyncpg.exceptions.UniqueViolationError("duplicate key")
+
+    with pytest.raises(asyncpg.exceptions.UniqueViolationError):
+        await retrying_contention(transaction)
+    assert len(calls) == 1

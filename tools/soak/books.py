@@ -1,0 +1,155 @@
+"""Balancing the books: every delivery Workly accepted, against the database and the ledger.
+
+For each accepted delivery (a task, or one endpoint's task of an event):
+
+- gone from the database: retention deleted it, which it does only to succeeded tasks,
+  so the receiver must have answered it 2xx; otherwise it is **lost**;
+- ``succeeded``: the receiver must have answered it 2xx;
+- ``failed``: only the kinds meant to fail (410, always 500) may, and the receiver must
+  never have answered them 2xx; another kind that failed is an **unexpected failure**;
+- ``ready``, ``running`` or ``canceled`` after the drain: **unfinished**.
+
+A send Workly answered with a 4xx (it refused a valid request) is a violation too, and so
+is a fault that could not be undone (a process that did not come back), a send no process
+accepted in ~30 s of tries (Workly unavailable that long), an event whose deliveries are not
+exactly the endpoints its type and tenant match (computed by the soak from its own
+endpoint table, not taken from Workly's answer), and a send the soak itself failed to make
+or read (the run cannot vouch for it).
+
+A delivery answered 2xx more than once is a duplicate, excused only when its first 2xx
+fell within the window of a fault that can cause one (a process killed, paused or cut off
+from its database before it recorded the result; not a receiver outage). Ordering,
+concurrency, delay and webhook-id breaches recorded by the ledger are violations, except an
+order or overlap breach or a concurrency excess within seconds of a paused process
+continuing (it may send a request its lease no longer covered, the known limit of leases,
+docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tools.soak.database import TaskRow
+from tools.soak.faults import SLACK, Fault
+from tools.soak.ledger import Ledger
+from tools.soak.workload import FAILS, Accepted
+
+_AFTER_CONTINUE = {"order", "overlap", "concurrency"}
+
+
+@dataclass
+class Books:
+    deliveries: int = 0
+    by_state: Counter[str] = field(default_factory=Counter)  # succeeded, failed, pruned, …
+    lost: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+    unexpected_failures: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)  # database and receiver disagree
+    duplicates: int = 0
+    excused_duplicates: int = 0
+    unexcused_duplicates: list[str] = field(default_factory=list)
+    breaches: Counter[str] = field(default_factory=Counter)
+    excused_breaches: Counter[str] = field(default_factory=Counter)
+    unexcused_breaches: list[str] = field(default_factory=list)
+    failed_faults: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # sends Workly answered 4xx
+    never_acknowledged: int = 0  # sends no process accepted within ~30 s of tries
+    fan_out: list[str] = field(default_factory=list)  # events not sent to the endpoints they match
+    soak_errors: list[str] = field(default_factory=list)  # sends the soak itself failed: the run is void
+
+    @property
+    def violations(self) -> int:
+        return (
+            len(self.lost) + len(self.unfinished) + len(self.unexpected_failures) + len(self.disagreements)
+            + len(self.unexcused_duplicates) + len(self.unexcused_breaches) + len(self.failed_faults)
+            + len(self.refused) + len(self.soak_errors) + self.never_acknowledged + len(self.fan_out)
+        )  # fmt: skip
+
+    def as_json(self) -> dict[str, object]:
+        def head(items: list[str]) -> dict[str, object]:
+            return {"count": len(items), "first": items[:20]}
+
+        return {
+            "deliveries": self.deliveries, "by_state": dict(self.by_state), "lost": head(self.lost),
+            "unfinished": head(self.unfinished), "unexpected_failures": head(self.unexpected_failures),
+            "disagreements": head(self.disagreements), "duplicates": self.duplicates,
+            "excused_duplicates": self.excused_duplicates,
+            "unexcused_duplicates": head(self.unexcused_duplicates),
+            "breaches": dict(self.breaches), "excused_breaches": dict(self.excused_breaches),
+            "unexcused_breaches": head(self.unexcused_breaches), "failed_faults": self.failed_faults,
+            "refused": head(self.refused), "soak_errors": head(self.soak_errors),
+            "never_acknowledged": self.never_acknowledged, "fan_out": head(self.fan_out),
+            "violations": self.violations,
+        }  # fmt: skip
+
+
+def balance(
+    accepted: list[Accepted],
+    rows: dict[str, TaskRow],
+    ledger: Ledger,
+    faults: list[Fault],
+    refused: list[str] | None = None,
+    origin: float = 0.0,
+    soak_errors: list[str] | None = None,
+    never_acknowledged: int = 0,
+) -> Books:
+    """``origin``: the time the soak began (time.time()), to name moments relative to it."""
+    books = Books(
+        failed_faults=[f"{f.kind} {f.target}: {f.error}" for f in faults if f.error],
+        refused=list(refused or []),
+        soak_errors=list(soak_errors or []),
+        never_acknowledged=never_acknowledged,
+    )
+    for item in accepted:
+        if item.fan_out_error:
+            books.fan_out.append(f"event serial {item.serial}: {item.fan_out_error}")
+        for expected in item.deliveries:
+            books.deliveries += 1
+            seen = ledger.deliveries.get((expected.webhook_id, expected.path))
+            answered = bool(seen and seen.successes)
+            row = rows.get(expected.task_id)
+            name = f"{item.kind} serial {item.serial} task {expected.task_id} {expected.path}"
+            if row is None:
+                books.by_state["pruned"] += 1
+                if not answered:
+                    books.lost.append(f"{name}: not in the database and never answered 2xx")
+            else:
+                books.by_state[row.status] += 1
+                _check_row(books, item, name, row, answered)
+            if seen and len(seen.successes) > 1:
+                books.duplicates += len(seen.successes) - 1
+                if any(fault.may_duplicate and fault.covers(seen.successes[0]) for fault in faults):
+                    books.excused_duplicates += len(seen.successes) - 1
+                else:
+                    moments = ", ".join(f"{moment - origin:.1f}s" for moment in seen.successes)
+                    books.unexcused_duplicates.append(f"{name}: 2xx answers at {moments}")
+    for breach in ledger.breaches:
+        books.breaches[breach.kind] += 1
+        if breach.kind in _AFTER_CONTINUE and _after_a_continue(breach.at, faults):
+            books.excused_breaches[breach.kind] += 1
+        else:
+            books.unexcused_breaches.append(f"{breach.kind} at {breach.at - origin:.3f}s: {breach.detail}")
+    return books
+
+
+def _check_row(books: Books, item: Accepted, name: str, row: TaskRow, answered: bool) -> None:
+    if row.status == "succeeded":
+        if not answered:
+            books.disagreements.append(f"{name}: succeeded, but the receiver never answered 2xx")
+    elif row.status == "failed":
+        if item.kind not in FAILS:
+            books.unexpected_failures.append(
+                f"{name}: failed after {row.attempts} attempts: {row.last_error}"
+            )
+        elif answered:
+            books.disagreements.append(f"{name}: failed, but the receiver answered 2xx")
+    else:
+        books.unfinished.append(f"{name}: still {row.status} after the drain")
+
+
+def _after_a_continue(moment: float, faults: list[Fault]) -> bool:
+    return any(
+        fault.kind == "pause" and fault.ended is not None and fault.ended <= moment <= fault.ended + SLACK
+        for fault in faults
+    )
