@@ -1,14 +1,20 @@
 """``python -m tools.soak``: hours of mixed load under faults, then the books balanced.
 
-    python -m tools.soak -backend postgres -processes 3 -duration 30m -rate 500 -out soak-pg
-    python -m tools.soak -backend sqlite -duration 10m -rate 300 -out soak-sqlite
+    .venv/bin/python -m tools.soak -backend postgres -processes 3 -duration 30m -rate 500 -out soak-pg
+    .venv/bin/python -m tools.soak -backend sqlite -duration 10m -rate 300 -out soak-sqlite
 
-Exits 0 when the books balance (tools/soak/books.py), 1 on any violation, 2 when the soak
-itself could not run. It keeps every delivery's record in memory for the books: about 1 GiB for
-30 minutes at 500/s. PostgreSQL runs as a cluster of the soak's own (initdb and pg_ctl from
-PATH or /usr/lib/postgresql/*/bin; as root it runs them as the postgres user), in the system's
-temporary directory, removed at the end unless -keep. The report is ``report.txt``, ``report.json`` and ``soak.png`` in
-``-out``; each Workly process's log is ``workly-<n>.log`` there.
+It needs the dev install (``pip install -e '.[dev]'``: matplotlib for the plot). Exits 0 when
+the books balance (tools/soak/books.py), 1 on any violation, 2 when the soak itself could not
+run. The report is ``report.txt`` (also printed), ``report.json`` and ``soak.png`` in ``-out``
+(default soak-out); each Workly process's log is ``workly-<n>.log`` there.
+
+A run lasts its -duration plus the drain (at most -drain, 5 minutes). Retention runs every
+minute in each process: a run shorter than -retention plus a minute deletes nothing, and the
+books' check of deleted tasks then has nothing to check. The soak keeps every delivery's
+record in memory for the books: about 1 GiB for 30 minutes at 500/s. PostgreSQL runs as a
+cluster of the soak's own (initdb and pg_ctl from PATH or /usr/lib/postgresql/*/bin; as root
+it runs them as the postgres user), in the system's temporary directory, removed at the end
+unless -keep.
 """
 
 from __future__ import annotations
