@@ -13,7 +13,7 @@ import asyncio
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -94,7 +94,7 @@ class SqliteProbe:
     def __init__(self, path: Path) -> None:
         self._path = path
 
-    def _read(self, query: str) -> list[tuple[object, ...]]:
+    def _read(self, query: str) -> list[tuple[Any, ...]]:
         connection = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=10)
         try:
             return connection.execute(query).fetchall()
@@ -110,10 +110,10 @@ class SqliteProbe:
         counts = "SELECT " + ", ".join(f"(SELECT count(*) FROM {table})" for table in TABLES)
         row = (await asyncio.to_thread(self._read, counts))[0]
         for table, count in zip(TABLES, row, strict=True):
-            sizes[f"{table}_live"] = float(count)  # type: ignore[arg-type]
+            sizes[f"{table}_live"] = float(count)
         free = await asyncio.to_thread(self._read, "PRAGMA freelist_count")
         page = await asyncio.to_thread(self._read, "PRAGMA page_size")
-        sizes["free_mib"] = float(free[0][0]) * float(page[0][0]) / 2**20  # type: ignore[arg-type]
+        sizes["free_mib"] = float(free[0][0]) * float(page[0][0]) / 2**20
         return sizes
 
     async def counters(self) -> dict[str, float]:
@@ -121,7 +121,7 @@ class SqliteProbe:
 
     async def tasks(self) -> dict[str, TaskRow]:
         rows = await asyncio.to_thread(self._read, "SELECT id, status, attempts, last_error FROM tasks")
-        return {str(r[0]): TaskRow(str(r[1]), int(r[2]), r[3] if r[3] is None else str(r[3])) for r in rows}  # type: ignore[call-overload]
+        return {r[0]: TaskRow(r[1], r[2], r[3]) for r in rows}
 
     async def close(self) -> None:
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tools.soak.cpu import CpuMeter, tree
@@ -176,7 +176,3 @@ def quantile_bound(buckets: Histogram, q: float) -> float:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-def series(samples: Iterable[Sample], name: str) -> list[float | None]:
-    return [getattr(sample, name) for sample in samples]

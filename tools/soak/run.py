@@ -38,7 +38,7 @@ from tools.soak.fleet import SECRET, TOKEN, Fleet
 from tools.soak.ledger import Ledger
 from tools.soak.monitor import Monitor, Sample
 from tools.soak.receiver import Receiver
-from tools.soak.workload import QUEUES, TIMEOUT, Targets, Workload
+from tools.soak.workload import LIMITS, TIMEOUT, Targets, Workload
 
 LEASE_MARGIN = 6.0
 DB_TIMEOUT = 2.0  # a lease margin must be at least three statement timeouts
@@ -89,9 +89,8 @@ class Soak:
     def __init__(self, settings: SoakSettings) -> None:
         self.settings = settings
         self.ledger = Ledger()
-        limits = {"soak-limited": int(QUEUES["soak-limited"]["max_concurrency"])}
         self.receivers = {
-            "good": Receiver("good", self.ledger, limits),
+            "good": Receiver("good", self.ledger, LIMITS),
             "rough": Receiver("rough", self.ledger),
             "outage": Receiver("outage", self.ledger),
         }
@@ -191,7 +190,7 @@ class Soak:
             sent=dict(self.sent), accepted=len(workload.accepted), given_up=workload.given_up,
             retried=workload.retried, drain_seconds=drained,
             max_in_flight=dict(self.ledger.max_in_flight),
-            limits={"soak-limited": int(QUEUES["soak-limited"]["max_concurrency"])},
+            limits=LIMITS,
         )  # fmt: skip
         text = report.write(settings.out, run, books, monitor.samples, faults, began_wall)
         return text, books

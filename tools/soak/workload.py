@@ -44,6 +44,8 @@ QUEUES: dict[str, dict[str, Any]] = {
     "soak-keyed": {**_DELIVERY, "max_concurrency": 100, "ordering": "key"},
     "soak-limited": {**_DELIVERY, "max_concurrency": 4},
 }
+# The queues whose deliveries in flight the receiver counts against their max_concurrency.
+LIMITS: dict[str, int] = {"soak-limited": QUEUES["soak-limited"]["max_concurrency"]}
 # name → (event_types, tenant)
 ENDPOINTS: dict[str, tuple[list[str] | None, str | None]] = {
     "orders": (["order.*"], None),

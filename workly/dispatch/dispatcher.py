@@ -284,15 +284,12 @@ class Dispatcher:
         the result was not written, and is sent again under the same lease. Not held: it was
         written (or the reaper took the task back): nothing more to do. A result given up
         leaves the task to its lease, and the reaper sends it again."""
-        deadline = None
+        deadline: float | None = None  # none until the first failure
         pause = _RESULT_RETRY_FIRST
         while True:
             try:
-                if deadline is None:
+                async with asyncio.timeout_at(deadline):  # a retry may wait on a dead connection
                     await self._results.submit(result)
-                else:
-                    async with asyncio.timeout_at(deadline):  # a try may wait on a dead connection
-                        await self._results.submit(result)
                 return
             except (StorageUnavailable, TimeoutError) as exc:
                 loop = asyncio.get_running_loop()

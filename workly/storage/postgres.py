@@ -33,7 +33,7 @@ from workly.storage import breakers, rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.migrator import pending
 from workly.storage.postgres_enqueue import PostgresEnqueue
-from workly.storage.postgres_indexes import PostgresIndexes
+from workly.storage.postgres_indexes import REINDEX_APPLICATION, PostgresIndexes
 from workly.storage.postgres_operations import PostgresOperations
 from workly.storage.postgres_schedules import PostgresSchedules
 from workly.storage.postgres_statements import DECODERS as _DECODERS
@@ -153,7 +153,7 @@ class PostgresStorage(
                 # An index rebuild (postgres_indexes.py) holds a lock on its table that a
                 # migration's DDL would wait for, with every enqueue and claim queued behind
                 # the DDL: stop it; the next check starts again, after the migration.
-                await _execute(conn, self._q.cancel_index_rebuilds)
+                await _execute(conn, self._q.cancel_index_rebuilds, application=REINDEX_APPLICATION)
             for migration in todo:
                 if not migration.is_empty:
                     await conn.execute(migration.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
@@ -300,13 +300,9 @@ class PostgresStorage(
             try:
                 async with self._pool.acquire() as conn:
                     tally.released += await self.release_held(conn, closed)
-            except (
-                asyncpg.PostgresError,
-                OSError,
-                asyncpg.InterfaceError,
-                TimeoutError,
-                StorageError,
-            ) as exc:
+            except Exception as exc:
+                if not isinstance(exc, StorageError) and interpret_postgres_error(exc) is None:
+                    raise  # not the database's: a programming error
                 log.warning(
                     "freeing the tasks of %d closed breaker(s) failed (%s); the sweep will", len(closed), exc
                 )

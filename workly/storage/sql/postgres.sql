@@ -831,9 +831,9 @@ ORDER BY bytes DESC;
 
 -- name: cancel_index_rebuilds
 -- Before a migration changes the tables: a rebuild's lock would hold its DDL, and all
--- traffic behind that (postgres_indexes.py names its connection so).
+-- traffic behind that. :application is the name postgres_indexes.py gives its connection.
 SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-WHERE datname = current_database() AND application_name = 'workly-reindex' AND pid <> pg_backend_pid();
+WHERE datname = current_database() AND application_name = :application AND pid <> pg_backend_pid();
 
 -- name: index_leftovers
 -- What a REINDEX CONCURRENTLY interrupted (a restart, a cancel) leaves behind: an invalid
