@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tools.soak.books import balance
 from tools.soak.database import TaskRow
-from tools.soak.faults import SLACK, Fault, plan
+from tools.soak.faults import SLACK, STALL_DUPLICATES, Fault, plan
 from tools.soak.ledger import Ledger
 from tools.soak.workload import Accepted, Expected, subscribers
 
@@ -184,3 +184,17 @@ def test_events_must_reach_exactly_the_endpoints_they_match() -> None:
     books = balance([missed], {}, Ledger(), [], never_acknowledged=2)
     assert books.fan_out == ["event serial 5: order.created (tenant None) went to [], not ['/ep/all']"]
     assert books.violations == 3  # the fan-out and the two sends never acknowledged
+
+
+def test_a_stall_excuses_duplicates_only_when_as_long_as_an_attempts_timeout() -> None:
+    ledger = Ledger()
+    long, short = task(1), task(2)
+    for item, at in ((long, T0 + 10), (short, T0 + 100)):
+        answer(ledger, item, 204, 204, at=at)
+    stalls = [
+        Fault("stall", 0, "machine", began=T0 + 8, ended=T0 + 8 + STALL_DUPLICATES),
+        Fault("stall", 0, "soak", began=T0 + 98, ended=T0 + 98 + STALL_DUPLICATES - 0.5),
+    ]
+    books = balance([long, short], {}, ledger, stalls)
+    assert books.duplicates == 2 and books.excused_duplicates == 1
+    assert len(books.unexcused_duplicates) == 1 and "serial 2" in books.unexcused_duplicates[0]

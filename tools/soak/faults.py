@@ -6,6 +6,8 @@
 - ``database``: restart PostgreSQL, by turns ``fast`` (clean) and ``immediate`` (a crash:
   recovery from the WAL on start).
 - ``outage``: the ``outage`` receiver's origin goes down (its socket closed) for minutes.
+- ``stall``: not planned but seen (tools/soak/stalls.py): the machine, or the soak's own
+  event loop that runs the receivers, stopped for a while.
 
 A fault's window is from when it began to when it was over (the process ready again, the
 process continued, the database accepting connections, the receiver listening): the books
@@ -22,9 +24,12 @@ from dataclasses import dataclass
 from tools.soak.cluster import Cluster
 from tools.soak.fleet import Fleet, Member
 from tools.soak.receiver import Receiver
-from tools.soak.workload import Workload
+from tools.soak.workload import TIMEOUT, Workload
 
 SLACK = 5.0  # seconds either side of a fault's window in which its consequences may show
+# The shortest stall (tools/soak/stalls.py) that can make a delivery count twice: Workly gives
+# up on a request after the attempt's timeout, which a stalled receiver answers 2xx later.
+STALL_DUPLICATES = TIMEOUT
 
 
 @dataclass
@@ -39,8 +44,10 @@ class Fault:
     @property
     def may_duplicate(self) -> bool:
         """Whether this fault can make Workly send a delivery twice: a process killed, paused
-        or cut off from its database between a request and its record. A receiver that is
-        down answers nothing: nothing it takes twice."""
+        or cut off from its database between a request and its record; a stall as long as an
+        attempt's timeout. A receiver that is down answers nothing: nothing it takes twice."""
+        if self.kind == "stall":
+            return (self.ended or 0.0) - (self.began or 0.0) >= STALL_DUPLICATES
         return self.kind in ("kill", "pause", "database")
 
     def covers(self, moment: float) -> bool:

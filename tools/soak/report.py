@@ -200,7 +200,7 @@ def plot(path: Path, run: Run, samples: list[Sample], faults: list[Fault], began
     import matplotlib.pyplot as plt
 
     t = [s.t / 60 for s in samples]
-    figure, axes = plt.subplots(6, 1, figsize=(11, 17), sharex=True)
+    figure, axes = plt.subplots(6, 1, figsize=(13, 17), sharex=True)
     figure.suptitle(f"Workly soak: {run.backend}, {run.processes} process(es), {run.rate:g}/s, {run.started}")
     panels: list[tuple[str, list[tuple[str, list[float | None]]]]] = [
         ("per second", [("accepted", [s.accepted_per_s for s in samples]),
@@ -225,7 +225,8 @@ def plot(path: Path, run: Run, samples: list[Sample], faults: list[Fault], began
         if title.endswith(" ms"):
             axis.set_yscale("log")
         axis.grid(alpha=0.3)
-        axis.legend(loc="upper left", fontsize=7, ncol=3)
+        # Beside the panel, not in it: inside, it hid the labels of the first faults.
+        axis.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, borderaxespad=0)
         for fault in faults:
             if fault.began is not None:
                 start = (fault.began - began) / 60

@@ -38,6 +38,7 @@ from tools.soak.fleet import SECRET, TOKEN, Fleet
 from tools.soak.ledger import Ledger
 from tools.soak.monitor import Monitor, Sample
 from tools.soak.receiver import Receiver
+from tools.soak.stalls import StallWatch
 from tools.soak.workload import LIMITS, TIMEOUT, Targets, Workload
 
 LEASE_MARGIN = 6.0
@@ -151,6 +152,8 @@ class Soak:
         monitor = Monitor(fleet, workload, self.ledger, probe, time.monotonic(), postmaster)
         began, began_wall = monitor.began, time.time()
         started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        stalls = StallWatch()
+        await stalls.start(began_wall)
         background = [
             asyncio.create_task(injector.run(faults, began)),
             asyncio.create_task(self._bursts(workload, began)),
@@ -172,6 +175,8 @@ class Soak:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await stalls.stop()
+        faults = faults + stalls.stalls
         await monitor.sample()
         rows = await probe.tasks()
         books = balance(
