@@ -186,15 +186,40 @@ def test_events_must_reach_exactly_the_endpoints_they_match() -> None:
     assert books.violations == 3  # the fan-out and the two sends never acknowledged
 
 
-def test_a_stall_excuses_duplicates_only_when_as_long_as_an_attempts_timeout() -> None:
+def test_a_stall_long_enough_excuses_duplicates_counted_apart_from_the_faults() -> None:
     ledger = Ledger()
-    long, short = task(1), task(2)
-    for item, at in ((long, T0 + 10), (short, T0 + 100)):
+    long, short, alone, clock, late = task(1), task(2), task(3), task(4), task(5)
+    for item, at in ((long, T0 + 10), (short, T0 + 100), (alone, T0 + 200), (clock, T0 + 300),
+                     (late, T0 + 420)):  # fmt: skip
         answer(ledger, item, 204, 204, at=at)
+    soak, clock_jump = STALL_DUPLICATES["soak"], STALL_DUPLICATES["clock"]
     stalls = [
-        Fault("stall", 0, "machine", began=T0 + 8, ended=T0 + 8 + STALL_DUPLICATES),
-        Fault("stall", 0, "soak", began=T0 + 98, ended=T0 + 98 + STALL_DUPLICATES - 0.5),
+        Fault("stall", 0, "soak", began=T0 + 8, ended=T0 + 8 + soak),  # excuses serial 1
+        Fault("stall", 0, "soak", began=T0 + 98, ended=T0 + 98 + soak - 0.5),  # too short
+        Fault("stall", 0, "watch", began=T0 + 190, ended=T0 + 190 + 60),  # the watch alone
+        Fault("stall", 0, "clock", began=T0 + 295, ended=T0 + 295 + clock_jump),  # serial 4
+        Fault("stall", 0, "soak", began=T0 + 400, ended=T0 + 400 + soak),  # 420: past its slack
     ]
-    books = balance([long, short], {}, ledger, stalls)
-    assert books.duplicates == 2 and books.excused_duplicates == 1
-    assert len(books.unexcused_duplicates) == 1 and "serial 2" in books.unexcused_duplicates[0]
+    books = balance([long, short, alone, clock, late], {}, ledger, [], stalls=stalls)
+    assert books.duplicates == 5 and books.excused_by_stall == 2 and books.excused_duplicates == 0
+    assert [d.split(" task")[0] for d in books.unexcused_duplicates] == [
+        "ok serial 2",
+        "ok serial 3",
+        "ok serial 5",
+    ]
+
+
+def test_order_breaches_are_excused_after_a_clock_jump_as_after_a_continue() -> None:
+    ledger = Ledger()
+    jump = Fault("stall", 0, "clock", began=T0, ended=T0 + 20)
+    soak = Fault("stall", 0, "soak", began=T0 + 100, ended=T0 + 120)
+    ledger.ordered_start("k", 2, T0 + 21)
+    ledger.ordered_end("k")
+    ledger.ordered_start("k", 1, T0 + 22)  # out of order, just after the jump
+    ledger.ordered_end("k")
+    ledger.ordered_start("k", 3, T0 + 121)
+    ledger.ordered_end("k")
+    ledger.ordered_start("k", 2, T0 + 122)  # after a soak stall: no lease lost, no excuse
+    ledger.ordered_end("k")
+    books = balance([], {}, ledger, [], stalls=[jump, soak])
+    assert books.excused_breaches["order"] == 1 and len(books.unexcused_breaches) == 1

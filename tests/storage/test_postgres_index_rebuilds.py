@@ -132,7 +132,8 @@ async def rebuilding(url: str) -> bool:
     conn = await asyncpg.connect(url)
     try:
         found: bool = await conn.fetchval(
-            "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'",
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'"
+            " AND datname = current_database()",
             REINDEX_APPLICATION,
         )
         return found

@@ -6,7 +6,8 @@
 It needs the dev install (``pip install -e '.[dev]'``: matplotlib for the plot). Exits 0 when
 the books balance (tools/soak/books.py), 1 on any violation, 2 when the soak itself could not
 run. The report is ``report.txt`` (also printed), ``report.json`` and ``soak.png`` in ``-out``
-(default soak-out); each Workly process's log is ``workly-<n>.log`` there.
+(default soak-out); each Workly process's log is ``workly-<n>.log`` there. Stalls of the
+machine or of the soak's own event loop (tools/soak/stalls.py) are listed with the faults.
 
 A run lasts its -duration plus the drain (at most -drain, 5 minutes). Retention runs every
 minute in each process: a run shorter than -retention plus a minute deletes nothing, and the

@@ -18,11 +18,12 @@ or read (the run cannot vouch for it).
 
 A delivery answered 2xx more than once is a duplicate, excused only when its first 2xx
 fell within the window of a fault that can cause one (a process killed, paused or cut off
-from its database before it recorded the result; not a receiver outage). Ordering,
-concurrency, delay and webhook-id breaches recorded by the ledger are violations, except an
-order or overlap breach or a concurrency excess within seconds of a paused process
-continuing (it may send a request its lease no longer covered, the known limit of leases,
-docs/reliability.md).
+from its database before it recorded the result; not a receiver outage), or of a stall the
+soak saw that can (tools/soak/stalls.py; counted apart). Ordering, concurrency, delay and
+webhook-id breaches recorded by the ledger are violations, except an order or overlap breach
+or a concurrency excess within seconds of a paused process continuing, or of the end of a
+clock jump that aged the leases (a process may send a request its lease no longer covered,
+the known limit of leases, docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class Books:
     unexpected_failures: list[str] = field(default_factory=list)
     disagreements: list[str] = field(default_factory=list)  # database and receiver disagree
     duplicates: int = 0
-    excused_duplicates: int = 0
+    excused_duplicates: int = 0  # by a planned fault
+    excused_by_stall: int = 0  # by a stall the soak saw (tools/soak/stalls.py)
     unexcused_duplicates: list[str] = field(default_factory=list)
     breaches: Counter[str] = field(default_factory=Counter)
     excused_breaches: Counter[str] = field(default_factory=Counter)
@@ -74,7 +76,7 @@ class Books:
             "deliveries": self.deliveries, "by_state": dict(self.by_state), "lost": head(self.lost),
             "unfinished": head(self.unfinished), "unexpected_failures": head(self.unexpected_failures),
             "disagreements": head(self.disagreements), "duplicates": self.duplicates,
-            "excused_duplicates": self.excused_duplicates,
+            "excused_duplicates": self.excused_duplicates, "excused_by_stall": self.excused_by_stall,
             "unexcused_duplicates": head(self.unexcused_duplicates),
             "breaches": dict(self.breaches), "excused_breaches": dict(self.excused_breaches),
             "unexcused_breaches": head(self.unexcused_breaches), "failed_faults": self.failed_faults,
@@ -93,8 +95,11 @@ def balance(
     origin: float = 0.0,
     soak_errors: list[str] | None = None,
     never_acknowledged: int = 0,
+    stalls: list[Fault] | None = None,
 ) -> Books:
-    """``origin``: the time the soak began (time.time()), to name moments relative to it."""
+    """``origin``: the time the soak began (time.time()), to name moments relative to it;
+    ``stalls``: those the soak saw (tools/soak/stalls.py)."""
+    excusing_stalls = [stall for stall in stalls or [] if stall.may_duplicate]
     books = Books(
         failed_faults=[f"{f.kind} {f.target}: {f.error}" for f in faults if f.error],
         refused=list(refused or []),
@@ -119,14 +124,17 @@ def balance(
                 _check_row(books, item, name, row, answered)
             if seen and len(seen.successes) > 1:
                 books.duplicates += len(seen.successes) - 1
-                if any(fault.may_duplicate and fault.covers(seen.successes[0]) for fault in faults):
+                first = seen.successes[0]
+                if any(fault.may_duplicate and fault.covers(first) for fault in faults):
                     books.excused_duplicates += len(seen.successes) - 1
+                elif any(stall.covers(first) for stall in excusing_stalls):
+                    books.excused_by_stall += len(seen.successes) - 1
                 else:
                     moments = ", ".join(f"{moment - origin:.1f}s" for moment in seen.successes)
                     books.unexcused_duplicates.append(f"{name}: 2xx answers at {moments}")
     for breach in ledger.breaches:
         books.breaches[breach.kind] += 1
-        if breach.kind in _AFTER_CONTINUE and _after_a_continue(breach.at, faults):
+        if breach.kind in _AFTER_CONTINUE and _after_a_continue(breach.at, faults, excusing_stalls):
             books.excused_breaches[breach.kind] += 1
         else:
             books.unexcused_breaches.append(f"{breach.kind} at {breach.at - origin:.3f}s: {breach.detail}")
@@ -148,8 +156,9 @@ def _check_row(books: Books, item: Accepted, name: str, row: TaskRow, answered: 
         books.unfinished.append(f"{name}: still {row.status} after the drain")
 
 
-def _after_a_continue(moment: float, faults: list[Fault]) -> bool:
+def _after_a_continue(moment: float, faults: list[Fault], stalls: list[Fault]) -> bool:
+    """Within seconds after a paused process continued, or the clock jumped past leases."""
     return any(
-        fault.kind == "pause" and fault.ended is not None and fault.ended <= moment <= fault.ended + SLACK
-        for fault in faults
+        fault.ended is not None and fault.ended <= moment <= fault.ended + SLACK
+        for fault in [*(f for f in faults if f.kind == "pause"), *(s for s in stalls if s.target == "clock")]
     )

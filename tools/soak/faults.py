@@ -24,18 +24,20 @@ from dataclasses import dataclass
 from tools.soak.cluster import Cluster
 from tools.soak.fleet import Fleet, Member
 from tools.soak.receiver import Receiver
-from tools.soak.workload import TIMEOUT, Workload
+from tools.soak.workload import LEASE_MARGIN, TIMEOUT, Workload
 
 SLACK = 5.0  # seconds either side of a fault's window in which its consequences may show
-# The shortest stall (tools/soak/stalls.py) that can make a delivery count twice: Workly gives
-# up on a request after the attempt's timeout, which a stalled receiver answers 2xx later.
-STALL_DUPLICATES = TIMEOUT
+# The shortest stalls (tools/soak/stalls.py) that can make a delivery count twice. The soak's
+# event loop (its receivers) stalled for an attempt's timeout: Workly gave up on a request the
+# receiver answers 2xx later. The wall clock ahead of the monotonic one by a lease less one
+# heartbeat period: a live process's leases expired (the soak's leases are short, run.py).
+STALL_DUPLICATES = {"soak": TIMEOUT, "clock": TIMEOUT + LEASE_MARGIN * 2 / 3}
 
 
 @dataclass
 class Fault:
     kind: str
-    at: float  # planned, seconds after the soak began
+    at: float  # planned (or, for a stall, seen), seconds after the soak began
     target: str = ""
     began: float | None = None  # time.time()
     ended: float | None = None
@@ -44,10 +46,12 @@ class Fault:
     @property
     def may_duplicate(self) -> bool:
         """Whether this fault can make Workly send a delivery twice: a process killed, paused
-        or cut off from its database between a request and its record; a stall as long as an
-        attempt's timeout. A receiver that is down answers nothing: nothing it takes twice."""
-        if self.kind == "stall":
-            return (self.ended or 0.0) - (self.began or 0.0) >= STALL_DUPLICATES
+        or cut off from its database between a request and its record; a stall of the soak's
+        loop or of the clock long enough (STALL_DUPLICATES). A receiver that is down answers
+        nothing: nothing it takes twice."""
+        if self.kind == "stall":  # the watch process stalled alone: nothing of Workly's did
+            shortest = STALL_DUPLICATES.get(self.target)
+            return shortest is not None and (self.ended or 0.0) - (self.began or 0.0) >= shortest
         return self.kind in ("kill", "pause", "database")
 
     def covers(self, moment: float) -> bool:

@@ -44,17 +44,20 @@ class Run:
 
 
 def write(
-    directory: Path, run: Run, books: Books, samples: list[Sample], faults: list[Fault], began: float
-) -> str:
-    text = summary(run, books, samples, faults, began)
+    directory: Path, run: Run, books: Books, samples: list[Sample], faults: list[Fault],
+    stalls: list[Fault], began: float,
+) -> str:  # fmt: skip
+    """``stalls``: those the soak saw (tools/soak/stalls.py), apart from the planned faults."""
+    text = summary(run, books, samples, faults, stalls, began)
     (directory / "report.txt").write_text(text)
     document = {
         "run": run.__dict__, "books": books.as_json(), "per_delivery": per_task(samples),
         "samples": [s.as_json() for s in samples],
         "faults": [_fault_json(f, began) for f in faults],
+        "stalls": [_fault_json(s, began) | {"excuses": s.may_duplicate} for s in stalls],
     }  # fmt: skip
     (directory / "report.json").write_text(json.dumps(document, indent=1) + "\n")
-    plot(directory / "soak.png", run, samples, faults, began)
+    plot(directory / "soak.png", run, samples, faults, stalls, began)
     return text
 
 
@@ -67,7 +70,9 @@ def _fault_json(fault: Fault, began: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def summary(run: Run, books: Books, samples: list[Sample], faults: list[Fault], began: float) -> str:
+def summary(
+    run: Run, books: Books, samples: list[Sample], faults: list[Fault], stalls: list[Fault], began: float
+) -> str:
     sent = " ".join(f"{kind} {count:,}" for kind, count in sorted(run.sent.items()))
     states = ", ".join(f"{state} {count:,}" for state, count in sorted(books.by_state.items()))
     limits = ", ".join(
@@ -84,15 +89,21 @@ def summary(run: Run, books: Books, samples: list[Sample], faults: list[Fault], 
         f"lost {len(books.lost)} · unfinished {len(books.unfinished)} · unexpected failures "
         f"{len(books.unexpected_failures)} · database/receiver disagreements {len(books.disagreements)}",
         f"duplicates: {books.duplicates:,} ({books.excused_duplicates:,} within a fault's window, "
-        f"{len(books.unexcused_duplicates)} not)",
-        f"breaches: {dict(books.breaches) or 'none'} (excused after a continued process: "
-        f"{dict(books.excused_breaches) or 'none'})",
+        f"{books.excused_by_stall:,} within a stall's, {len(books.unexcused_duplicates)} not)",
+        f"breaches: {dict(books.breaches) or 'none'} (excused after a continued process or a clock "
+        f"jump: {dict(books.excused_breaches) or 'none'})",
         f"most in flight: {limits}",
         "faults:",
         *(
             f"  {f.began - began if f.began else f.at:7.1f}s  {f.kind:<8} {f.target:<28} "
             f"{(f.ended or 0) - (f.began or 0):6.1f}s{'  FAILED: ' + f.error if f.error else ''}"
             for f in faults
+        ),
+        f"stalls seen (tools/soak/stalls.py): {'none' if not stalls else ''}",
+        *(
+            f"  {(s.began or 0) - began:7.1f}s  {s.target:<8} {(s.ended or 0) - (s.began or 0):6.1f}s"
+            f"{'  (long enough to excuse duplicates)' if s.may_duplicate else ''}"
+            for s in stalls
         ),
         "",
         *_periods(samples),
@@ -111,6 +122,8 @@ def summary(run: Run, books: Books, samples: list[Sample], faults: list[Fault], 
         if items:
             lines += [f"{title} ({len(items)}):", *(f"  {item}" for item in items[:20]), ""]
     verdict = "CLEAN" if not books.violations else f"{books.violations} VIOLATION(S)"
+    if books.excused_by_stall:
+        verdict += f" ({books.excused_by_stall} duplicate(s) excused by stalls the soak saw, not by faults)"
     lines.append(f"verdict: {verdict}")
     return "\n".join(lines) + "\n"
 
@@ -193,7 +206,10 @@ def _per_task(samples: list[Sample]) -> list[str]:
     ]
 
 
-def plot(path: Path, run: Run, samples: list[Sample], faults: list[Fault], began: float) -> None:
+def plot(
+    path: Path, run: Run, samples: list[Sample], faults: list[Fault], stalls: list[Fault], began: float
+) -> None:
+    """Faults shaded red, stalls grey; the labels name the faults and the stalls that excuse."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,16 +243,17 @@ def plot(path: Path, run: Run, samples: list[Sample], faults: list[Fault], began
         axis.grid(alpha=0.3)
         # Beside the panel, not in it: inside, it hid the labels of the first faults.
         axis.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, borderaxespad=0)
-        for fault in faults:
+        for fault, colour in [*((f, "red") for f in faults), *((s, "grey") for s in stalls)]:
             if fault.began is not None:
                 start = (fault.began - began) / 60
                 end = ((fault.ended or fault.began) - began) / 60
-                axis.axvspan(start, max(end, start + 0.05), color="red", alpha=0.12)
-    for fault in faults:
+                axis.axvspan(start, max(end, start + 0.05), color=colour, alpha=0.12)
+    for fault in [*faults, *(s for s in stalls if s.may_duplicate)]:
         if fault.began is not None:
+            label = fault.kind if fault.kind != "stall" else f"stall ({fault.target})"
             for axis in axes:
                 where = ((fault.began - began) / 60, 0.97)
-                axis.annotate(fault.kind, where, xycoords=("data", "axes fraction"),
+                axis.annotate(label, where, xycoords=("data", "axes fraction"),
                               fontsize=6, color="darkred", va="top")  # fmt: skip
     axes[-1].set_xlabel("minutes")
     figure.tight_layout()
@@ -249,12 +266,13 @@ def replot(directory: Path) -> None:
     document = json.loads((directory / "report.json").read_text())
     run = Run(**document["run"])
     samples = [Sample(**sample) for sample in document["samples"]]
-    faults = [
-        Fault(f["kind"], f["began_s"] or 0.0, f["target"], f["began_s"],
-              None if f["began_s"] is None else f["began_s"] + (f["seconds"] or 0.0), f["error"])
-        for f in document["faults"]
-    ]  # fmt: skip
-    plot(directory / "soak.png", run, samples, faults, 0.0)
+    faults, stalls = (
+        [Fault(f["kind"], f["began_s"] or 0.0, f["target"], f["began_s"],
+               None if f["began_s"] is None else f["began_s"] + (f["seconds"] or 0.0), f["error"])
+         for f in document.get(key, [])]
+        for key in ("faults", "stalls")
+    )  # fmt: skip
+    plot(directory / "soak.png", run, samples, faults, stalls, 0.0)
 
 
 if __name__ == "__main__":

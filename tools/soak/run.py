@@ -6,7 +6,7 @@
 2. For ``duration`` seconds: the load at ``rate`` (open loop: send n goes at start + n/rate
    whatever happened to the others, at most ``concurrency`` in flight), a batch of
    ``burst_size`` every ``burst_every`` seconds, the faults on their schedule, a sample
-   every ``sample_every`` seconds.
+   every ``sample_every`` seconds; the stall watches (tools/soak/stalls.py) until the drain ends.
 3. The load stops, every fault still in force ends, and the soak waits (at most ``drain``
    seconds) until no task is ready or running.
 4. The books (tools/soak/books.py) and the report (tools/soak/report.py).
@@ -39,9 +39,8 @@ from tools.soak.ledger import Ledger
 from tools.soak.monitor import Monitor, Sample
 from tools.soak.receiver import Receiver
 from tools.soak.stalls import StallWatch
-from tools.soak.workload import LIMITS, TIMEOUT, Targets, Workload
+from tools.soak.workload import LEASE_MARGIN, LIMITS, TIMEOUT, Targets, Workload
 
-LEASE_MARGIN = 6.0
 DB_TIMEOUT = 2.0  # a lease margin must be at least three statement timeouts
 
 
@@ -176,7 +175,6 @@ class Soak:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await stalls.stop()
-        faults = faults + stalls.stalls
         await monitor.sample()
         rows = await probe.tasks()
         books = balance(
@@ -186,8 +184,9 @@ class Soak:
             faults,
             workload.refused,
             began_wall,
-            workload.errors,
+            workload.errors + stalls.errors,
             workload.given_up,
+            stalls.stalls,
         )
         run = report.Run(
             backend=settings.backend, processes=len(fleet.members), duration=settings.duration,
@@ -197,7 +196,7 @@ class Soak:
             max_in_flight=dict(self.ledger.max_in_flight),
             limits=LIMITS,
         )  # fmt: skip
-        text = report.write(settings.out, run, books, monitor.samples, faults, began_wall)
+        text = report.write(settings.out, run, books, monitor.samples, faults, stalls.stalls, began_wall)
         return text, books
 
     async def _send_load(self, workload: Workload, began: float) -> None:

@@ -2,89 +2,135 @@
 
 Two watches, each a short sleep in a loop that notes when it woke late:
 
-- ``machine``: a small process of its own. When it wakes seconds late, every process on
-  the machine was stopped (a virtual machine paused by its host, the kernel stalled): Workly
-  and PostgreSQL as much as a SIGSTOP stops one process, and the clock jumped on. Leases
-  expire by that clock, so a stall longer than a lease is a pause of every process at once.
-- ``soak``: the soak's own event loop, which runs the receivers. While it is stalled the
-  receivers read nothing; a request that Workly gave up on meanwhile (its timeout ran out)
-  is still answered 2xx when the loop runs again, and Workly's retry is answered too.
+- the soak's own event loop, which runs the receivers (target ``soak``): while it is
+  stalled the receivers read nothing. A request Workly gave up on meanwhile (its attempt
+  timed out) is still answered 2xx when the loop runs again, and Workly's retry is answered
+  too. The machine stopping as a whole (its host stealing the CPU for seconds) shows here too.
+- a small process of its own (the watch), which compares the monotonic clock with the wall
+  clock on every wake. Leases expire by the wall clock (``datetime.now`` in every process):
+  when it jumps on by more than the monotonic clock (a virtual machine resumed and its clock
+  stepped), every lease aged at once (target ``clock``), and the reapers take back tasks
+  whose processes are alive. The watch waking late on its own (target ``watch``) is only
+  that process starved or stopped: reported, never an excuse.
 
-Either can make a delivery count twice with no fault of Workly's or of the soak's plan, so a
-stall is a fault in the books: reported, and when long enough to cause a duplicate
-(faults.STALL_DUPLICATES) excusing those within its window as a planned fault's do.
+A stall long enough to make a delivery count twice (faults.Fault.may_duplicate) excuses
+duplicates within its window as a planned fault does; the books count those apart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 from tools.soak.faults import Fault
 
 TICK = 0.1  # seconds between the watches' wakes
-NOTED = 1.0  # a wake this much late is a stall, reported
+NOTED = 1.0  # a wake this much late, or a wall clock this much ahead, is a stall
+REPO = Path(__file__).resolve().parents[2]
 
-# The machine's watch: prints "<woke at, time.time()> <seconds late>" for each stall.
-_WATCH = f"""
-import sys, time
-while True:
-    before = time.monotonic()
-    time.sleep({TICK})
-    late = time.monotonic() - before - {TICK}
-    if late >= {NOTED}:
-        print(f"{{time.time():.3f}} {{late:.3f}}", flush=True)
-"""
+
+def stalls_of(slept: float, jumped: float) -> list[tuple[str, float]]:
+    """What one of the watch process's sleeps of TICK says: ``slept`` seconds by the monotonic
+    clock, ``jumped`` by the wall clock. (target, seconds) for each stall it shows."""
+    found: list[tuple[str, float]] = []
+    if slept - TICK >= NOTED:
+        found.append(("watch", slept))
+    if jumped - slept >= NOTED:
+        found.append(("clock", jumped - slept))
+    return found
+
+
+def watch(parent: int) -> None:
+    """The watch process: prints "ready", then "<target> <woke at, time.time()> <seconds>"
+    per stall; ends when ``parent`` is no longer its parent (a soak killed outright leaves
+    no watch behind; passed in, as the parent may be gone before this one starts)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the soak stops it; ^C is the soak's
+    mono, wall = time.monotonic(), time.time()
+    print("ready", flush=True)  # from here on, every instant is within a reading
+    while os.getppid() == parent:
+        time.sleep(TICK)
+        # From the last reading, not from the sleep's start: a stop may come at any instant.
+        slept, jumped = time.monotonic() - mono, time.time() - wall
+        mono, wall = mono + slept, wall + jumped
+        for target, seconds in stalls_of(slept, jumped):
+            print(f"{target} {wall:.3f} {seconds:.3f}", flush=True)
 
 
 class StallWatch:
-    """Both watches, from ``start`` to ``stop``; ``stalls`` are what they saw, as faults."""
+    """Both watches, from ``start`` to ``stop``; ``stalls`` are what they saw, in time order."""
 
     def __init__(self) -> None:
         self.stalls: list[Fault] = []
+        self.errors: list[str] = []  # a watch that ended before stop: its silence means nothing
+        self._began = 0.0
         self._process: asyncio.subprocess.Process | None = None
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self, began: float) -> None:
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _WATCH, stdout=asyncio.subprocess.PIPE
-        )
-        self._tasks = [
-            asyncio.create_task(self._read_machine(self._process, began)),
-            asyncio.create_task(self._watch_loop(began)),
-        ]
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._process is not None and self._process.returncode is None:
-            self._process.kill()
-            await self._process.wait()
+        self._reader: asyncio.Task[None] | None = None
+        self._loop_watch: asyncio.Task[None] | None = None
 
     @property
-    def machine_pid(self) -> int | None:
-        """The machine watch's process (tests stop it to make a stall)."""
+    def watch_pid(self) -> int | None:
+        """The watch process (tests stop it to make a stall)."""
         return self._process.pid if self._process is not None else None
 
-    def note(self, target: str, woke: float, late: float, began: float) -> None:
-        stall = Fault("stall", woke - late - began, target, began=woke - late, ended=woke)
-        self.stalls.append(stall)
-        print(f"soak: {target} stalled for {late:.1f}s at {stall.at:.1f}s", flush=True)
+    async def start(self, began: float) -> None:
+        """``began``: the soak's start (time.time()), which stalls are timed from."""
+        self._began = began
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tools.soak.stalls", str(os.getpid()), stdout=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL, cwd=REPO,
+        )  # fmt: skip
+        assert self._process.stdout is not None
+        async with asyncio.timeout(30):
+            await self._process.stdout.readline()  # "ready": its clock is running
+        self._reader = asyncio.create_task(self._read(self._process))
+        self._loop_watch = asyncio.create_task(self._watch_loop())
 
-    async def _read_machine(self, process: asyncio.subprocess.Process, began: float) -> None:
+    async def stop(self) -> None:
+        """End both watches; a stall the watch process reported before it ended is kept."""
+        if self._loop_watch is not None:
+            self._loop_watch.cancel()
+            await asyncio.gather(self._loop_watch, return_exceptions=True)
+        process, self._process = self._process, None
+        if process is not None:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+        if self._reader is not None:  # reads what the watch wrote up to its end, then ends
+            try:
+                async with asyncio.timeout(5):
+                    await self._reader
+            except TimeoutError:
+                self._reader.cancel()
+            except Exception as exc:
+                self.errors.append(f"reading the stall watch failed: {type(exc).__name__}: {exc}")
+            self._reader = None
+        self.stalls.sort(key=lambda stall: stall.began or 0.0)
+
+    def note(self, target: str, woke: float, seconds: float) -> None:
+        began = woke - seconds
+        self.stalls.append(Fault("stall", began - self._began, target, began=began, ended=woke))
+        print(f"soak: stall: {target} {seconds:.1f}s at {began - self._began:.1f}s", flush=True)
+
+    async def _read(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
         while line := await process.stdout.readline():
-            woke, late = (float(part) for part in line.split())
-            self.note("machine", woke, late, began)
+            target, woke, seconds = line.decode().split()
+            self.note(target, float(woke), float(seconds))
+        if self._process is process:  # ended before stop() ended it
+            self.errors.append(f"the stall watch ended early (exit {await process.wait()})")
 
-    async def _watch_loop(self, began: float) -> None:
+    async def _watch_loop(self) -> None:
+        before = time.monotonic()
         while True:
-            before = time.monotonic()
             await asyncio.sleep(TICK)
-            late = time.monotonic() - before - TICK
-            if late >= NOTED:
-                self.note("soak", time.time(), late, began)
+            slept, before = time.monotonic() - before, time.monotonic()
+            if slept - TICK >= NOTED:
+                self.note("soak", time.time(), slept)
+
+
+if __name__ == "__main__":
+    watch(int(sys.argv[1]))

@@ -35,6 +35,7 @@ ROUGH = frozenset({"rough", "stall", "reset", "throttle"})
 KEYS = 50
 TENANTS = 8
 TIMEOUT = 5.0  # seconds per attempt on every soak queue and endpoint
+LEASE_MARGIN = 6.0  # WORKLY_LEASE_MARGIN of every process: a lease is TIMEOUT + LEASE_MARGIN
 
 _DELIVERY = {"max_attempts": 8, "min_backoff": 0.2, "max_backoff": 2, "timeout": TIMEOUT}
 QUEUES: dict[str, dict[str, Any]] = {
