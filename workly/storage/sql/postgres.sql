@@ -819,10 +819,10 @@ WITH sized AS (
     JOIN pg_class ci ON ci.oid = i.indexrelid
     JOIN pg_class c ON c.oid = i.indrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
-    -- Partial indexes (the claim's, the leases') hold short-lived rows that leave whole pages
-    -- empty, which VACUUM recycles: they do not bloat this way.
+    -- Partial indexes too: reltuples is the index's own count. Those of short-lived rows (the
+    -- claim's, the leases') stay small, under the slack; those of long-lived ones (idempotency
+    -- keys, events, succeeded tasks) bloat as the full ones do.
     WHERE n.nspname = current_schema() AND c.relname IN ('tasks', 'attempts', 'events') AND i.indisvalid
-      AND i.indpred IS NULL
 )
 SELECT name, bytes, needed::bigint AS needed
 FROM sized
