@@ -9,15 +9,16 @@ stored, not with the tasks kept (the soak measured 8 % leaf density and 56 bytes
 index per task delivered, docs/performance.md). VACUUM cannot fix that; a rebuild can.
 
 ``rebuild_bloated_indexes`` finds the indexes of tasks, attempts and events (partial ones
-too: an idempotency key's bloats as the id's does) that are more than ``factor`` times the size their entries need (plus
-``slack_bytes``), through the pool, and only when there are some opens a connection of its
-own to rebuild each with ``REINDEX INDEX CONCURRENTLY``, which neither blocks nor is
-blocked by enqueues, claims and results (it waits for the transactions that were running
-when it started, then swaps the new index in). One process at a time: a session advisory
-lock on that connection. Its statements have no timeout (a large index takes minutes),
-whatever the role or database sets, but it waits at most ``LOCK_WAIT`` for its table lock.
-A rebuild cut short (the process stopped, the server restarted, ``workly migrate`` cancelled
-it to change the tables) leaves an invalid copy behind; the next run drops it first.
+too: an idempotency key's bloats as the id's does) that are more than ``factor`` times the
+size their entries need (plus ``slack_bytes``), through the pool, and only when there are
+some opens a connection of its own to rebuild each with ``REINDEX INDEX CONCURRENTLY``,
+which neither blocks nor is blocked by enqueues, claims and results (it waits for the
+transactions that were running when it started, then swaps the new index in). One process
+at a time: a session advisory lock on that connection. Its statements have no timeout (a
+large index takes minutes), whatever the role or database sets, but it waits at most
+``LOCK_WAIT`` for its table lock. A rebuild cut short (the process stopped, the server
+restarted, ``workly migrate`` cancelled it to change the tables) leaves an invalid copy
+behind; the next run drops it first.
 """
 
 from __future__ import annotations
