@@ -1,6 +1,6 @@
 """Storage operations per second, one after another (no concurrency): the cost of a call.
 
-    python -m tools.bench.storage_ops sqlite:///tmp/bench.db
+    python -m tools.bench.storage_ops sqlite:////tmp/bench.db
     python -m tools.bench.storage_ops postgresql://postgres@127.0.0.1/bench
 
 Measures single-task enqueues, 100-task enqueues, and claim+record cycles of 100 tasks.

@@ -7,7 +7,7 @@ It needs the dev install (``pip install -e '.[dev]'``: matplotlib for the plot).
 the books balance (tools/soak/books.py), 1 on any violation, 2 when the soak itself could not
 run. The report is ``report.txt`` (also printed), ``report.json`` and ``soak.png`` in ``-out``
 (default soak-out); each Workly process's log is ``workly-<n>.log`` there. Stalls of the
-machine or of the soak's own event loop (tools/soak/stalls.py) are listed with the faults.
+machine or of the soak's own event loop (tools/soak/stalls.py) are listed apart from the faults.
 
 A run lasts its -duration plus the drain (at most -drain, 5 minutes). Retention runs every
 minute in each process: a run shorter than -retention plus a minute deletes nothing, and the
@@ -33,7 +33,10 @@ _FAULTS = {"kill", "pause", "database"}
 
 def parse_args(argv: list[str]) -> SoakSettings:
     parser = argparse.ArgumentParser(prog="soak", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-backend", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument(
+        "-backend", choices=["postgres", "sqlite"], default="postgres",
+        help="postgres (default: a cluster of the soak's own, or -database-url) or sqlite",
+    )  # fmt: skip
     parser.add_argument(
         "-processes", type=int, default=3, help="workly serve processes (PostgreSQL; default 3)"
     )

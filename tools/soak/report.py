@@ -99,10 +99,10 @@ def summary(
             f"{(f.ended or 0) - (f.began or 0):6.1f}s{'  FAILED: ' + f.error if f.error else ''}"
             for f in faults
         ),
-        f"stalls seen (tools/soak/stalls.py): {'none' if not stalls else ''}",
+        "stalls seen (tools/soak/stalls.py):" + ("" if stalls else " none"),
         *(
-            f"  {(s.began or 0) - began:7.1f}s  {s.target:<8} {(s.ended or 0) - (s.began or 0):6.1f}s"
-            f"{'  (long enough to excuse duplicates)' if s.may_duplicate else ''}"
+            f"  {(s.began or 0) - began:7.1f}s  {s.target:<8} {(s.ended or 0) - (s.began or 0):6.1f}s  "
+            + ("long enough to excuse duplicates" if s.may_duplicate else "excuses nothing")
             for s in stalls
         ),
         "",
