@@ -9,7 +9,7 @@ stored, not with the tasks kept (the soak measured 8 % leaf density and 56 bytes
 index per task delivered, docs/performance.md). VACUUM cannot fix that; a rebuild can.
 
 ``rebuild_bloated_indexes`` finds the indexes of tasks, attempts and events (partial ones
-too: an idempotency key's bloats as the id's does) that are more than ``factor`` times the
+of long-lived rows too: an idempotency key's bloats as the id's does) that are more than ``factor`` times the
 size their entries need (plus ``slack_bytes``), through the pool, and only when there are
 some opens a connection of its own to rebuild each with ``REINDEX INDEX CONCURRENTLY``,
 which neither blocks nor is blocked by enqueues, claims and results (it waits for the

@@ -41,7 +41,10 @@ inserted AS (
     LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
     ORDER BY r.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
-    -- try of this same request (its commit went through, its answer did not).
+    -- try of this same request (its commit went through, its answer did not). No conflict
+    -- target, on purpose: then every unique index is an arbiter, the copy a REINDEX
+    -- CONCURRENTLY is building included (postgres_indexes.py); a target names only valid
+    -- ones, and the copy's uniqueness check would fail the insert instead.
     ON CONFLICT DO NOTHING
     RETURNING *
 )
@@ -166,7 +169,10 @@ inserted AS (
     LEFT JOIN chosen c ON c.ord = g.ord
     ORDER BY g.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
-    -- try of this same request (its commit went through, its answer did not).
+    -- try of this same request (its commit went through, its answer did not). No conflict
+    -- target, on purpose: then every unique index is an arbiter, the copy a REINDEX
+    -- CONCURRENTLY is building included (postgres_indexes.py); a target names only valid
+    -- ones, and the copy's uniqueness check would fail the insert instead.
     ON CONFLICT DO NOTHING
     RETURNING *
 ),
@@ -819,10 +825,14 @@ WITH sized AS (
     JOIN pg_class ci ON ci.oid = i.indexrelid
     JOIN pg_class c ON c.oid = i.indrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
-    -- Partial indexes too: reltuples is the index's own count. Those of short-lived rows (the
-    -- claim's, the leases') stay small, under the slack; those of long-lived ones (idempotency
-    -- keys, events, succeeded tasks) bloat as the full ones do.
+    -- Partial indexes of long-lived rows too (idempotency keys, events: they bloat as the full
+    -- ones do; reltuples is the index's own count). Not those whose rows live for a state (the
+    -- claim's, the leases', held, callbacks due): their size is the traffic between vacuums,
+    -- not their entries, and a rebuild (two scans of the table, vacuum kept off it meanwhile)
+    -- would buy nothing; nor tasks_succeeded, which retention empties page by page in order.
     WHERE n.nspname = current_schema() AND c.relname IN ('tasks', 'attempts', 'events') AND i.indisvalid
+      AND (i.indpred IS NULL
+           OR pg_get_expr(i.indpred, i.indrelid) !~ '\m(status|callback_due|held_run_at)\M')
 )
 SELECT name, bytes, needed::bigint AS needed
 FROM sized
