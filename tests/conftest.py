@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,6 +18,15 @@ from workly.storage.postgres import PostgresStorage
 from workly.storage.sqlite import SqliteStorage
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def interruptible_children() -> None:
+    """A script that starts pytest with ``&`` leaves SIGINT ignored, every child inherits
+    that, and Python then keeps it ignored: the tests that press Ctrl-C on the real CLI
+    would wait on a process that cannot hear it. Handled, it is reset in each child."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

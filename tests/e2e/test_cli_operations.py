@@ -262,6 +262,8 @@ def on_terminal(
                 process.send_signal(signal.SIGINT)
                 interrupt_at = None
         os.close(controller)
+        if process.poll() is None and time.monotonic() >= deadline:
+            process.kill()  # still running at the deadline: fail, rather than wait on its stderr
         assert process.stderr is not None
         err = process.stderr.read()
         return process.wait(timeout=max(deadline - time.monotonic(), 1)), out, err
