@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -61,6 +61,20 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+def enqueue_until_refused(
+    api: httpx.Client, task: Callable[[], dict[str, object]], acknowledged: list[str], most: int
+) -> httpx.Response:
+    """Enqueue ``task()`` until an answer is not 201 (that answer), at most ``most`` times: a
+    full disk still takes a few in the room the database's pages already have. The ids of
+    those taken are added to ``acknowledged``."""
+    for _ in range(most):
+        answer = api.post("/v1/queues/q/tasks", json=task())
+        if answer.status_code != 201:
+            return answer
+        acknowledged.append(answer.json()["id"])
+    raise AssertionError(f"{most} enqueues fitted on a full disk")
+
+
 def test_a_full_disk_refuses_enqueues_with_503_loses_nothing_and_recovers(
     small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,15 +89,7 @@ def test_a_full_disk_refuses_enqueues_with_503_loses_nothing_and_recovers(
         acknowledged = [api.post("/v1/queues/q/tasks", json=TASK).json()["id"] for _ in range(3)]
 
         filler = fill(small_disk)
-        refused = None
-        for _ in range(50):  # pages SQLite already holds may take a few more; the disk ends them
-            answer = api.post("/v1/queues/q/tasks", json=TASK)
-            if answer.status_code == 201:
-                acknowledged.append(answer.json()["id"])
-                continue
-            refused = answer
-            break
-        assert refused is not None, "50 enqueues fitted on a full disk"
+        refused = enqueue_until_refused(api, lambda: TASK, acknowledged, 50)
         assert refused.status_code == 503
         assert refused.headers["content-type"] == "application/problem+json"
         assert "disk the database writes to is full" in refused.json()["detail"]

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import drop_workly_env, serve_args
-from tests.e2e.test_disk_full import fill
+from tests.e2e.test_disk_full import enqueue_until_refused, fill
 from tests.support.servers import AUTH, TEST_SECRET, TEST_SERVER_ENV, free_port, workly_process
 from tools.soak.cluster import Cluster
 
@@ -129,15 +129,7 @@ def test_a_full_tablespace_refuses_enqueues_with_503_loses_nothing_and_recovers(
         acknowledged = [api.post("/v1/queues/q/tasks", json=a_task()).json()["id"] for _ in range(3)]
 
         filler = fill(small_disk)
-        refused = None
-        for _ in range(200):  # room left in pages PostgreSQL already has takes a few more
-            answer = api.post("/v1/queues/q/tasks", json=a_task())
-            if answer.status_code == 201:
-                acknowledged.append(answer.json()["id"])
-                continue
-            refused = answer
-            break
-        assert refused is not None, "200 enqueues fitted on a full disk"
+        refused = enqueue_until_refused(api, a_task, acknowledged, 200)
         assert refused.status_code == 503, refused.text
         assert refused.headers["content-type"] == "application/problem+json"
         assert "disk the database writes to is full" in refused.json()["detail"]
