@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.postgres import create_database, drop_database, postgres_server
 from workly.storage.base import Storage
 from workly.storage.postgres import PostgresStorage
@@ -117,5 +117,5 @@ async def storage(database_url: str) -> AsyncIterator[Storage]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> VirtualClock:
+    return VirtualClock()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.delivery_stats import MinuteStats, Rollup, minute_of
 from workly.errors import StorageUnavailable
 from workly.service.delivery_history import DeliveryHistory
@@ -46,13 +46,13 @@ async def gated(sqlite_url: str) -> AsyncIterator[GatedStorage]:
     await storage.close()
 
 
-def deliveries(rollup: Rollup, clock: FakeClock, count: int) -> None:
+def deliveries(rollup: Rollup, clock: VirtualClock, count: int) -> None:
     for _ in range(count):
-        rollup.add("q", None, clock(), "succeeded", 0.02)
+        rollup.add("q", None, clock.now(), "succeeded", 0.02)
 
 
-async def stored_succeeded(gated: GatedStorage, clock: FakeClock) -> int:
-    rows = await gated.storage.delivery_minutes("queue", "q", minute_of(clock()))
+async def stored_succeeded(gated: GatedStorage, clock: VirtualClock) -> int:
+    rows = await gated.storage.delivery_minutes("queue", "q", minute_of(clock.now()))
     return sum(row.succeeded for row in rows)
 
 
@@ -61,7 +61,7 @@ async def shown(history: DeliveryHistory) -> int:
 
 
 async def test_a_cancelled_flush_lets_its_write_finish_and_nothing_is_written_twice(
-    gated: GatedStorage, clock: FakeClock
+    gated: GatedStorage, clock: VirtualClock
 ) -> None:
     rollup = Rollup()
     history = DeliveryHistory(gated, clock, rollup)
@@ -79,7 +79,7 @@ async def test_a_cancelled_flush_lets_its_write_finish_and_nothing_is_written_tw
     assert await shown(history) == 5
 
 
-async def test_a_failed_write_is_written_by_the_next_flush(gated: GatedStorage, clock: FakeClock) -> None:
+async def test_a_failed_write_is_written_by_the_next_flush(gated: GatedStorage, clock: VirtualClock) -> None:
     rollup = Rollup()
     history = DeliveryHistory(gated, clock, rollup)
     deliveries(rollup, clock, 4)
@@ -95,7 +95,7 @@ async def test_a_failed_write_is_written_by_the_next_flush(gated: GatedStorage, 
 
 
 async def test_a_cancelled_write_that_then_fails_is_written_by_the_last_flush(
-    gated: GatedStorage, clock: FakeClock
+    gated: GatedStorage, clock: VirtualClock
 ) -> None:
     rollup = Rollup()
     history = DeliveryHistory(gated, clock, rollup)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from tests.storage.helpers import new
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.service.enqueuer import Enqueuer
 from workly.storage.base import Storage
 
 
-async def test_concurrent_requests_share_commits(storage: Storage, clock: FakeClock) -> None:
+async def test_concurrent_requests_share_commits(storage: Storage, clock: VirtualClock) -> None:
     wakes: list[int] = []
     enqueuer = Enqueuer(storage, clock, lambda: wakes.append(enqueuer.commits))
     requests = [[new()] for _ in range(40)] + [[new() for _ in range(5)]]
@@ -28,7 +28,7 @@ async def test_concurrent_requests_share_commits(storage: Storage, clock: FakeCl
     assert len(wakes) == enqueuer.commits  # one wake-up per commit, after it
 
 
-async def test_a_request_that_stores_nothing_new_wakes_nobody(storage: Storage, clock: FakeClock) -> None:
+async def test_a_request_that_stores_nothing_new_wakes_nobody(storage: Storage, clock: VirtualClock) -> None:
     wakes: list[None] = []
     enqueuer = Enqueuer(storage, clock, lambda: wakes.append(None))
     await enqueuer.enqueue([new(idempotency_key="once")])

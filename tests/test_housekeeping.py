@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for
-from tests.support.clock import FakeClock
-from workly.clock import system_clock
+from tests.support.clock import VirtualClock
+from workly.clock import SystemClock
 from workly.metrics import Metrics
 from workly.models import QueueConfig
 from workly.service.housekeeping import Housekeeper
@@ -39,7 +39,7 @@ class VacuumCounter:
 async def run_for(storage: VacuumCounter, interval: float | None, seconds: float = 0.2) -> int:
     keeper = Housekeeper(
         storage,  # type: ignore[arg-type]
-        system_clock,
+        SystemClock(),
         reap_interval=0,
         work_available=lambda: None,
         vacuum_interval=interval,
@@ -53,23 +53,26 @@ async def run_for(storage: VacuumCounter, interval: float | None, seconds: float
 
 
 async def test_the_reaper_runs_periodically_and_wakes_the_dispatcher(storage: Storage) -> None:
-    clock = FakeClock()
-    await storage.enqueue([new()], clock())
-    await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 1.0)
+    clock = VirtualClock()
+    await storage.enqueue([new()], clock.now())
+    await storage.claim_tasks(10, clock.now(), uuid.uuid4().hex, 1.0)
     clock.advance(3600)  # long past the lease
     wakes: list[None] = []
     keeper = Housekeeper(
-        storage, clock, reap_interval=0.02, work_available=lambda: wakes.append(None), vacuum_interval=0
+        storage, clock, reap_interval=5, work_available=lambda: wakes.append(None), vacuum_interval=0
     )
     await keeper.start()
     try:
+        await clock.run_for(4.9)
+        assert keeper.reaped == 0  # not before its interval
+        await clock.run_for(0.1)
         async with asyncio.timeout(10):
             while not wakes:
                 await asyncio.sleep(0.01)
     finally:
         await keeper.stop()
     assert keeper.reaped == 1
-    assert len((await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 1.0)).tasks) == 1
+    assert len((await storage.claim_tasks(10, clock.now(), uuid.uuid4().hex, 1.0)).tasks) == 1
 
 
 @pytest.mark.parametrize(
@@ -141,17 +144,18 @@ async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> 
 
 
 async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage) -> None:
-    clock = FakeClock()
-    await storage.enqueue([new() for _ in range(3)], clock())
-    claimed = (await storage.claim_tasks(10, clock(), uuid.uuid4().hex, 30.0)).tasks
-    await storage.record_results([result_for(c, clock(), "succeeded") for c in claimed], clock())
+    clock = VirtualClock()
+    await storage.enqueue([new() for _ in range(3)], clock.now())
+    claimed = (await storage.claim_tasks(10, clock.now(), uuid.uuid4().hex, 30.0)).tasks
+    await storage.record_results([result_for(c, clock.now(), "succeeded") for c in claimed], clock.now())
     clock.advance(8 * 86400)
     keeper = Housekeeper(
         storage, clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0,
-        retention=7 * 86400, prune_interval=0.02,
+        retention=7 * 86400, prune_interval=60,
     )  # fmt: skip
     await keeper.start()
     try:
+        await clock.run_for(60)
         async with asyncio.timeout(10):
             while keeper.pruned < 3:
                 await asyncio.sleep(0.01)
@@ -178,7 +182,7 @@ async def test_bloated_indexes_are_looked_for_periodically_and_counted() -> None
     storage, metrics = Rebuilder(), Metrics()
     keeper = Housekeeper(
         storage,  # type: ignore[arg-type]
-        system_clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0, fold_interval=0,
+        SystemClock(), reap_interval=0, work_available=lambda: None, vacuum_interval=0, fold_interval=0,
         depth_interval=0, probe_interval=0, recount_interval=0, reindex_interval=0.02, metrics=metrics,
     )  # fmt: skip
     await keeper.start()

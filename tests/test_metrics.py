@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.storage.helpers import in_queue, new
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET, running_app
 from workly.config import Settings
@@ -58,15 +58,16 @@ def test_queue_depths_replace_the_previous_ones() -> None:
 
 
 async def test_the_housekeeper_measures_queue_depths_periodically(storage: Storage) -> None:
-    clock = FakeClock()
-    await storage.enqueue(in_queue("deep", [new() for _ in range(3)]), clock())
+    clock = VirtualClock()
+    await storage.enqueue(in_queue("deep", [new() for _ in range(3)]), clock.now())
     metrics = Metrics()
     keeper = Housekeeper(
         storage, clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0,
-        metrics=metrics, depth_interval=0.02,
+        metrics=metrics, depth_interval=15,
     )  # fmt: skip
     await keeper.start()
     try:
+        await clock.run_for(15)
         async with asyncio.timeout(5):
             while 'queue="deep"' not in metrics.render().decode():
                 await asyncio.sleep(0.01)

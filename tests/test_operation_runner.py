@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.storage.helpers import in_queue, new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.ids import new_id
 from workly.models import QueueConfig
 from workly.operations import TaskFilter
@@ -27,15 +27,15 @@ async def storage(tmp_path: Path) -> AsyncIterator[Storage]:
     await opened.close()
 
 
-async def failed_tasks(storage: Storage, clock: FakeClock, n: int) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock())
-    await storage.enqueue(in_queue("q", [new(max_attempts=1) for _ in range(n)]), clock())
-    claimed = (await storage.claim_tasks(n, clock(), token(), 30)).tasks
-    await storage.record_results([result_for(c, clock(), "failed", 500) for c in claimed], clock())
+async def failed_tasks(storage: Storage, clock: VirtualClock, n: int) -> None:
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock.now())
+    await storage.enqueue(in_queue("q", [new(max_attempts=1) for _ in range(n)]), clock.now())
+    claimed = (await storage.claim_tasks(n, clock.now(), token(), 30)).tasks
+    await storage.record_results([result_for(c, clock.now(), "failed", 500) for c in claimed], clock.now())
 
 
 async def test_a_runner_works_an_operation_to_its_end_and_wakes_the_dispatchers(storage: Storage) -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     await failed_tasks(storage, clock, 5)
     woken = 0
 
@@ -43,7 +43,7 @@ async def test_a_runner_works_an_operation_to_its_end_and_wakes_the_dispatchers(
         nonlocal woken
         woken += 1
 
-    created = await storage.create_operation(new_id("op"), "retry", TaskFilter(queue="q"), clock())
+    created = await storage.create_operation(new_id("op"), "retry", TaskFilter(queue="q"), clock.now())
     runner = OperationRunner(storage, clock, work_available, chunk=2)
     await runner.run_pending()
     done = await storage.get_operation(created.id)
@@ -52,9 +52,9 @@ async def test_a_runner_works_an_operation_to_its_end_and_wakes_the_dispatchers(
 
 
 async def test_a_stopping_runner_gives_the_operation_back(storage: Storage) -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     await failed_tasks(storage, clock, 6)
-    created = await storage.create_operation(new_id("op"), "retry", TaskFilter(queue="q"), clock())
+    created = await storage.create_operation(new_id("op"), "retry", TaskFilter(queue="q"), clock.now())
     first_chunk = asyncio.Event()
     runner: OperationRunner
 
@@ -67,5 +67,5 @@ async def test_a_stopping_runner_gives_the_operation_back(storage: Storage) -> N
     await runner.stop()  # between chunks: its lease is given back
     stopped = await storage.get_operation(created.id)
     assert stopped is not None and stopped.state == "running" and 2 <= stopped.changed < 6
-    taken = await storage.take_operation(clock(), token(), 15)  # at once, on the same clock
+    taken = await storage.take_operation(clock.now(), token(), 15)  # at once, on the same clock
     assert taken is not None and taken.id == created.id

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from tests.support.clock import VirtualClock
 from workly.periodic import WokenJob
 
 log = logging.getLogger("test.woken")
@@ -21,7 +22,7 @@ async def test_a_wake_runs_the_job_and_wakes_during_a_run_fold_into_one_more() -
         runs += 1
         await release.wait()
 
-    woken = WokenJob(job, interval=3600, name="job", log=log)
+    woken = WokenJob(VirtualClock(), job, interval=3600, name="job", log=log)
     woken.wake()
     await asyncio.sleep(0)
     for _ in range(5):
@@ -42,8 +43,12 @@ async def test_the_interval_runs_it_without_a_wake(caplog: pytest.LogCaptureFixt
             raise RuntimeError("the database is away")
         ran.set()
 
-    woken = WokenJob(job, interval=0.01, name="job", log=log)
+    clock = VirtualClock()
+    woken = WokenJob(clock, job, interval=60, name="job", log=log)
     woken.start()
+    await clock.run_for(60)
+    assert calls == 1 and not ran.is_set()  # the first tick: the job failed
+    await clock.run_for(60)
     await asyncio.wait_for(ran.wait(), 10)  # the failure was logged, and the next tick ran it
     await woken.stop()
     assert "job failed" in caplog.text and "the database is away" in caplog.text
@@ -56,10 +61,10 @@ async def test_nothing_runs_once_stopped() -> None:
         nonlocal calls
         calls += 1
 
-    woken = WokenJob(job, interval=0.01, name="job", log=log)
+    clock = VirtualClock()
+    woken = WokenJob(clock, job, interval=60, name="job", log=log)
     woken.start()
     await woken.stop()
-    before = calls
     woken.wake()
-    await asyncio.sleep(0.05)
-    assert woken.stopped and calls == before
+    await clock.run_for(600)  # ten intervals
+    assert woken.stopped and calls == 0

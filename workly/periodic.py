@@ -7,17 +7,18 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from workly.batching import CoalescedCall
+from workly.clock import Clock
 
 
 def run_every(
-    interval: float, job: Callable[[], Awaitable[None]], name: str, log: logging.Logger
+    clock: Clock, interval: float, job: Callable[[], Awaitable[None]], name: str, log: logging.Logger
 ) -> asyncio.Task[None]:
-    """Start ``job`` every ``interval`` seconds (first after one interval); a failure is
-    logged and the next run comes on schedule. Cancel the returned task to stop it."""
+    """Start ``job`` every ``interval`` seconds of ``clock`` (first after one interval); a
+    failure is logged and the next run comes on schedule. Cancel the returned task to stop it."""
 
     async def loop() -> None:
         while True:
-            await asyncio.sleep(interval)
+            await clock.sleep(interval)
             try:
                 await job()
             except Exception as exc:
@@ -34,8 +35,14 @@ class WokenJob:
     the wake makes it prompt, the interval makes it sure."""
 
     def __init__(
-        self, job: Callable[[], Awaitable[None]], interval: float, name: str, log: logging.Logger
+        self,
+        clock: Clock,
+        job: Callable[[], Awaitable[None]],
+        interval: float,
+        name: str,
+        log: logging.Logger,
     ) -> None:
+        self._clock = clock
         self._interval = interval
         self._name = name
         self._log = log
@@ -44,7 +51,7 @@ class WokenJob:
         self._stopped = False
 
     def start(self) -> None:
-        self._ticker = run_every(self._interval, self._tick, self._name, self._log)
+        self._ticker = run_every(self._clock, self._interval, self._tick, self._name, self._log)
 
     def wake(self) -> None:
         if not self._stopped:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.support.raw_server import OK, answering, raw_server
 from tests.support.servers import TEST_SECRET
-from workly.clock import system_clock
+from workly.clock import SystemClock
 from workly.dispatch.deliverer import USER_AGENT, Deliverer
 from workly.dispatch.http import HttpClient
 from workly.models import ClaimedTask
@@ -32,7 +32,7 @@ async def header_lines(headers: dict[str, str]) -> list[bytes]:
     client = HttpClient(policy=LOCAL)
     try:
         async with raw_server(answering(OK, record=seen)) as server:
-            outcome = await Deliverer(client, Signer([TEST_SECRET]), system_clock).deliver(
+            outcome = await Deliverer(client, Signer([TEST_SECRET]), SystemClock()).deliver(
                 claimed(server.url + "/", headers)
             )
     finally:
@@ -88,7 +88,7 @@ async def test_a_url_whose_host_does_not_decode_is_still_attempted_with_spans_on
 
     client = HttpClient(policy=LOCAL, resolver=nowhere)
     try:
-        outcome = await Deliverer(client, Signer([TEST_SECRET]), system_clock, tracing=tracing).deliver(
+        outcome = await Deliverer(client, Signer([TEST_SECRET]), SystemClock(), tracing=tracing).deliver(
             claimed("http://xn--a.com/hook", {})
         )
     finally:

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from tests.storage.helpers import new
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET
-from workly.clock import system_clock
+from workly.clock import SystemClock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
@@ -27,7 +27,7 @@ LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 async def dispatching(storage: Storage, **options: float) -> AsyncIterator[Dispatcher]:
     client = HttpClient(policy=LOCAL)
     dispatcher = Dispatcher(
-        storage, Deliverer(client, Signer([TEST_SECRET]), system_clock), system_clock, **options
+        storage, Deliverer(client, Signer([TEST_SECRET]), SystemClock()), SystemClock(), **options
     )  # type: ignore[arg-type]
     dispatcher.start()
     try:
@@ -67,7 +67,7 @@ async def test_an_enqueue_wakes_the_dispatcher(storage: Storage) -> None:
     ):
         await asyncio.sleep(0.05)  # the loop has claimed nothing and sleeps on its 60 s poll
         task = new(url=receiver.url("/hook"), body=b"payload")
-        await storage.enqueue([task], system_clock())
+        await storage.enqueue([task], SystemClock().now())
         dispatcher.wake()
         [request] = await receiver.wait_for("/hook", 1, timeout=10)
     assert request.verified and request.body == b"payload"
@@ -77,9 +77,9 @@ async def test_an_enqueue_wakes_the_dispatcher(storage: Storage) -> None:
 async def test_results_are_recorded_and_retries_happen(storage: Storage) -> None:
     async with running_receiver(TEST_SECRET) as receiver:
         receiver.script("/flaky", [503, 500])
-        await storage.put_queue("q", QueueConfig(min_backoff=0.01, max_backoff=0.02), system_clock())
+        await storage.put_queue("q", QueueConfig(min_backoff=0.01, max_backoff=0.02), SystemClock().now())
         task = new(url=receiver.url("/flaky"))
-        await storage.enqueue([task], system_clock())
+        await storage.enqueue([task], SystemClock().now())
         async with dispatching(storage, poll_interval=0.05):
             await receiver.wait_for("/flaky", 3)
             await wait_until(lambda: receiver.in_flight == 0)
@@ -93,8 +93,8 @@ async def test_results_are_recorded_and_retries_happen(storage: Storage) -> None
 async def test_the_global_in_flight_limit_holds(storage: Storage) -> None:
     async with running_receiver() as receiver:
         receiver.delay("/slow", 0.1)
-        await storage.put_queue("q", QueueConfig(max_concurrency=1000), system_clock())
-        await storage.enqueue(([new(url=receiver.url("/slow")) for _ in range(12)]), system_clock())
+        await storage.put_queue("q", QueueConfig(max_concurrency=1000), SystemClock().now())
+        await storage.enqueue(([new(url=receiver.url("/slow")) for _ in range(12)]), SystemClock().now())
         async with dispatching(storage, max_in_flight=3, poll_interval=0.05):
             await receiver.wait_for("/slow", 12)
     assert receiver.peak_in_flight == 3
@@ -103,8 +103,8 @@ async def test_the_global_in_flight_limit_holds(storage: Storage) -> None:
 async def test_the_queue_concurrency_limit_holds(storage: Storage) -> None:
     async with running_receiver() as receiver:
         receiver.delay("/slow", 0.05)
-        await storage.put_queue("q", QueueConfig(max_concurrency=2), system_clock())
-        await storage.enqueue(([new(url=receiver.url("/slow")) for _ in range(8)]), system_clock())
+        await storage.put_queue("q", QueueConfig(max_concurrency=2), SystemClock().now())
+        await storage.enqueue(([new(url=receiver.url("/slow")) for _ in range(8)]), SystemClock().now())
         async with dispatching(storage, max_in_flight=50, poll_interval=0.05):
             await receiver.wait_for("/slow", 8)
     assert receiver.peak_in_flight == 2
@@ -112,7 +112,7 @@ async def test_the_queue_concurrency_limit_holds(storage: Storage) -> None:
 
 async def test_connection_errors_become_failed_attempts(storage: Storage) -> None:
     task = new(url="http://127.0.0.1:9/closed", max_attempts=1)  # port 9 (discard): refused
-    await storage.enqueue([task], system_clock())
+    await storage.enqueue([task], SystemClock().now())
     async with dispatching(storage, poll_interval=0.05):
         await wait_for_status(storage, task.id, "failed")
     [attempt] = await storage.list_attempts(task.id)
@@ -124,7 +124,7 @@ async def test_redirects_are_not_followed(storage: Storage) -> None:
     async with running_receiver() as receiver:
         receiver.script("/moved", [302])
         task = new(url=receiver.url("/moved"), max_attempts=1)
-        await storage.enqueue([task], system_clock())
+        await storage.enqueue([task], SystemClock().now())
         async with dispatching(storage, poll_interval=0.05):
             await receiver.wait_for("/moved", 1)
             stored = await wait_for_status(storage, task.id, "failed")
@@ -143,7 +143,7 @@ async def test_the_request_goes_out_as_enqueued(storage: Storage) -> None:
     async with running_receiver(TEST_SECRET) as receiver:
         raw = new(url=receiver.url("/raw?x=1"), method="PUT", headers={"X-Custom": "a b"}, body=b"\x00\xff")
         empty = new(url=receiver.url("/empty"), method="GET")
-        await storage.enqueue([raw, empty], system_clock())
+        await storage.enqueue([raw, empty], SystemClock().now())
         async with dispatching(storage, poll_interval=0.05):
             [got_raw] = await receiver.wait_for("/raw", 1)
             [got_empty] = await receiver.wait_for("/empty", 1)
@@ -156,28 +156,29 @@ async def test_the_request_goes_out_as_enqueued(storage: Storage) -> None:
 
 
 async def test_the_heartbeat_keeps_a_slow_live_delivery_from_the_reaper(storage: Storage) -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     async with running_receiver() as receiver:
-        receiver.delay("/slow", 2.0)  # room for two heartbeats after the advance, even on a loaded machine
+        receiver.hold("/slow")
         task = new(url=receiver.url("/slow"), timeout=20)
-        await storage.enqueue([task], clock())
+        await storage.enqueue([task], clock.now())
         session = HttpClient(policy=LOCAL)
         dispatcher = Dispatcher(
             storage,
             Deliverer(session, Signer([TEST_SECRET]), clock),
             clock,
-            poll_interval=0.05,
-            lease_margin=0.3,  # heartbeats every 0.1 s
+            poll_interval=60,
+            lease_margin=30,  # heartbeats every 10 s
         )
         dispatcher.start()
         try:
             await receiver.wait_for("/slow", 1)
             seen = dispatcher.heartbeats
-            clock.advance(3600)  # far past the claim's lease (20 s + 0.3 s) ...
-            # ... until a heartbeat renews it: the second one counted from here, since the
-            # first may have read the clock before the advance and finished after it.
-            await wait_until(lambda: dispatcher.heartbeats >= seen + 2)
-            assert await storage.reap_expired(clock.advance(1)) == 0
+            # An hour: far past the claim's lease (20 s + 30 s). The heartbeat due within it
+            # renews the lease from the hour's end.
+            clock.advance(3600)
+            await wait_until(lambda: dispatcher.heartbeats > seen)
+            assert await storage.reap_expired(clock.advance(45)) == 0
+            receiver.release("/slow")
             stored = await wait_for_status(storage, task.id, "succeeded")
         finally:
             await dispatcher.stop()
@@ -190,11 +191,11 @@ QUEUE_SECRETS = "whsec_cXVldWUtc2VjcmV0LTAxMjM0NTY3ODk= whsec_b2xkLXF1ZXVlLXNlY3
 
 
 async def test_a_queue_with_its_own_secret_is_signed_with_it(storage: Storage) -> None:
-    clock = system_clock
-    await storage.put_queue("own", QueueConfig(signing_secret=QUEUE_SECRETS), clock())
+    clock = SystemClock()
+    await storage.put_queue("own", QueueConfig(signing_secret=QUEUE_SECRETS), clock.now())
     async with running_receiver(QUEUE_SECRETS.split()[0]) as own, running_receiver(TEST_SECRET) as shared:
         await storage.enqueue(
-            [new(queue="own", url=own.url("/own")), new(url=shared.url("/shared"))], clock()
+            [new(queue="own", url=own.url("/own")), new(url=shared.url("/shared"))], clock.now()
         )
         async with dispatching(storage, poll_interval=0.05):
             [got_own] = await own.wait_for("/own", 1)
@@ -236,7 +237,7 @@ async def test_a_result_the_database_could_not_take_is_recorded_once_it_can(stor
     flaky = FlakyResults(storage, failures=3)
     async with running_receiver() as receiver:
         task = new(url=receiver.url("/hook"))
-        await storage.enqueue([task], system_clock())
+        await storage.enqueue([task], SystemClock().now())
         async with dispatching(flaky, poll_interval=0.05, lease_margin=3):  # type: ignore[arg-type]
             stored = await wait_for_status(storage, task.id, "succeeded")
     assert flaky.calls == 4 and stored.attempts == 1
@@ -247,7 +248,7 @@ async def test_a_result_written_before_its_answer_was_lost_is_not_written_again(
     flaky = FlakyResults(storage, failures=1, after_commit=True)
     async with running_receiver() as receiver:
         task = new(url=receiver.url("/hook"))
-        await storage.enqueue([task], system_clock())
+        await storage.enqueue([task], SystemClock().now())
         async with dispatching(flaky, poll_interval=0.05, lease_margin=3) as dispatcher:  # type: ignore[arg-type]
             stored = await wait_for_status(storage, task.id, "succeeded")
             await wait_until(lambda: not dispatcher._in_flight, timeout=5)
@@ -263,7 +264,7 @@ async def test_a_result_is_given_up_after_the_lease_margin(storage: Storage) -> 
     flaky = FlakyResults(storage, failures=1000)
     async with running_receiver() as receiver:
         task = new(url=receiver.url("/hook"))
-        await storage.enqueue([task], system_clock())
+        await storage.enqueue([task], SystemClock().now())
         async with dispatching(flaky, poll_interval=0.05, lease_margin=0.3) as dispatcher:  # type: ignore[arg-type]
             await receiver.wait_for("/hook", 1)
             # The delivery ends once the tries spent the margin (waits of 0.05, 0.1, 0.2 s…

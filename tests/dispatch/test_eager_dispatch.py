@@ -15,7 +15,7 @@ import pytest
 from tests.storage.helpers import in_queue, new
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET
-from workly.clock import system_clock
+from workly.clock import SystemClock
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
@@ -49,12 +49,12 @@ async def eager_enqueuer(
 ) -> AsyncIterator[tuple[Enqueuer, Wakes]]:
     client = HttpClient(policy=OutboundPolicy(LOOPBACK))
     dispatcher = Dispatcher(
-        storage, Deliverer(client, Signer([TEST_SECRET]), system_clock), system_clock,
+        storage, Deliverer(client, Signer([TEST_SECRET]), SystemClock()), SystemClock(),
         poll_interval=POLL, max_in_flight=max_in_flight, metrics=metrics, eager=eager,
     )  # fmt: skip
     wakes = Wakes()
     wakes.dispatcher = dispatcher
-    enqueuer = Enqueuer(storage, system_clock, wakes, metrics=metrics, dispatcher=dispatcher)
+    enqueuer = Enqueuer(storage, SystemClock(), wakes, metrics=metrics, dispatcher=dispatcher)
     dispatcher.start()
     try:
         yield enqueuer, wakes
@@ -70,7 +70,7 @@ def sample(metrics: Metrics, name: str) -> float:
 
 async def test_a_leased_task_is_delivered_without_a_claim_or_a_wake(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), system_clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
     async with (
         running_receiver(TEST_SECRET) as receiver,
         eager_enqueuer(storage, metrics) as (enqueuer, wakes),
@@ -89,7 +89,7 @@ async def test_a_leased_task_is_delivered_without_a_claim_or_a_wake(storage: Sto
 
 async def test_with_eager_dispatch_off_every_task_waits_for_a_claim(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), system_clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
     async with (
         running_receiver() as receiver,
         eager_enqueuer(storage, metrics, eager=False) as (enqueuer, wakes),
@@ -104,7 +104,7 @@ async def test_with_eager_dispatch_off_every_task_waits_for_a_claim(storage: Sto
 
 async def test_a_task_left_ready_behind_a_full_queue_goes_when_a_delivery_ends(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=1), system_clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=1), SystemClock().now())
     async with running_receiver() as receiver, eager_enqueuer(storage, metrics) as (enqueuer, _):
         receiver.delay("/slow", 0.3)
         [first] = await enqueuer.enqueue([new(url=receiver.url("/slow"))])
@@ -117,7 +117,7 @@ async def test_a_task_left_ready_behind_a_full_queue_goes_when_a_delivery_ends(s
 
 async def test_offers_never_take_more_slots_than_the_dispatcher_has(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=100), system_clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=100), SystemClock().now())
     async with (
         running_receiver() as receiver,
         eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, _),
@@ -140,11 +140,11 @@ async def test_an_offer_that_overlaps_a_claim_never_exceeds_the_in_flight_limit(
 
     metrics = Metrics()
     for queue in ("claimed", "eager"):
-        await storage.put_queue(queue, QueueConfig(max_concurrency=10), system_clock())
+        await storage.put_queue(queue, QueueConfig(max_concurrency=10), SystemClock().now())
     async with running_receiver() as receiver:
         receiver.delay("/slow", 0.2)
         await storage.enqueue(
-            in_queue("claimed", [new(url=receiver.url("/slow")) for _ in range(2)]), system_clock()
+            in_queue("claimed", [new(url=receiver.url("/slow")) for _ in range(2)]), SystemClock().now()
         )
         storage.claim_tasks = held_claim  # type: ignore[method-assign]
         async with eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, _):
@@ -168,7 +168,7 @@ async def test_what_an_enqueue_leased_before_its_error_is_still_delivered(storag
         raise StorageUnavailable("the connection dropped after the commit")
 
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), system_clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
     async with running_receiver() as receiver, eager_enqueuer(storage, metrics) as (enqueuer, _):
         storage.enqueue = commits_then_fails  # type: ignore[method-assign]
         task = new(url=receiver.url("/hook"))

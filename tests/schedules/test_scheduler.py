@@ -15,9 +15,10 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.servers import TEST_SECRET, in_process
+from workly.clock import SystemClock
 from workly.config import Settings
 from workly.schedules import Fired
 from workly.service import Service
@@ -26,7 +27,7 @@ from workly.service.scheduler import Scheduler
 HOOK = "http://127.0.0.1:9/hook"  # never contacted: the dispatcher is off where it is used
 
 
-class ShiftedClock:
+class ShiftedClock(SystemClock):
     """The real clock, moved so that the next minute starts ``lead`` seconds from now."""
 
     def __init__(self, lead: float) -> None:
@@ -35,7 +36,7 @@ class ShiftedClock:
         self.offset = next_minute - now - timedelta(seconds=lead)
         self.fire_at = next_minute  # on this clock
 
-    def __call__(self) -> datetime:
+    def now(self) -> datetime:
         return datetime.now(UTC) + self.offset
 
     def real(self, instant: datetime) -> float:
@@ -94,7 +95,7 @@ async def test_a_firing_is_delivered_within_a_second_of_its_fire_time(
 
 @pytest.fixture
 async def paused_service(
-    database_url: str, clock: FakeClock
+    database_url: str, clock: VirtualClock
 ) -> AsyncIterator[tuple[Service, httpx.AsyncClient]]:
     """A service whose background parts do not run: the test fires schedules itself."""
     settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, dispatch=False)
@@ -103,10 +104,10 @@ async def paused_service(
 
 
 async def test_changes_move_the_next_run_and_a_resume_does_not_catch_up(
-    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock
+    paused_service: tuple[Service, httpx.AsyncClient], clock: VirtualClock
 ) -> None:
     service, http = paused_service
-    start = clock()  # 12:00:00 UTC
+    start = clock.now()  # 12:00:00 UTC
     schedule = await create(http, {"cron": "0 * * * *", "queue": "s", "task": {"url": HOOK}})
     path = f"/v1/schedules/{schedule['id']}"
     assert parse(schedule["next_run_at"]) == start + timedelta(hours=1)
@@ -128,7 +129,7 @@ async def test_changes_move_the_next_run_and_a_resume_does_not_catch_up(
 
 @pytest.mark.parametrize(("catch_up", "made"), [("latest", 1), ("none", 0)])
 async def test_after_downtime_the_scheduler_catches_up_as_asked(
-    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, catch_up: str, made: int
+    paused_service: tuple[Service, httpx.AsyncClient], clock: VirtualClock, catch_up: str, made: int
 ) -> None:
     service, http = paused_service
     schedule = await create(
@@ -152,7 +153,9 @@ async def test_after_downtime_the_scheduler_catches_up_as_asked(
     assert await service.scheduler.fire_due() == []  # nothing more until 12:11
 
 
-async def test_stopping_does_not_wait_for_a_sleeping_scheduler(database_url: str, clock: FakeClock) -> None:
+async def test_stopping_does_not_wait_for_a_sleeping_scheduler(
+    database_url: str, clock: VirtualClock
+) -> None:
     settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, poll_interval=30)
     service = Service(settings, clock)
     await service.start()
@@ -189,7 +192,7 @@ async def set_stored_timezone(database_url: str, schedule_id: str, zone: str) ->
 
 
 async def test_a_schedule_this_host_cannot_plan_is_left_due_for_a_host_that_can(
-    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, database_url: str
+    paused_service: tuple[Service, httpx.AsyncClient], clock: VirtualClock, database_url: str
 ) -> None:
     service, http = paused_service
     broken = await create(http, {"cron": "0 * * * *", "queue": "s", "task": {"url": HOOK}})
@@ -211,7 +214,7 @@ async def test_a_schedule_this_host_cannot_plan_is_left_due_for_a_host_that_can(
 
 
 async def test_a_host_with_the_zone_fires_the_real_fire_time_the_other_left(
-    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock, database_url: str
+    paused_service: tuple[Service, httpx.AsyncClient], clock: VirtualClock, database_url: str
 ) -> None:
     service, http = paused_service
     schedule = await create(http, {"cron": "0 * * * *", "queue": "s", "task": {"url": HOOK}})
@@ -228,7 +231,7 @@ async def test_a_host_with_the_zone_fires_the_real_fire_time_the_other_left(
 
 
 async def test_triggers_are_counted_apart_from_fire_times(
-    paused_service: tuple[Service, httpx.AsyncClient], clock: FakeClock
+    paused_service: tuple[Service, httpx.AsyncClient], clock: VirtualClock
 ) -> None:
     _, http = paused_service
     schedule = await create(http, {"cron": "0 0 1 1 *", "queue": "s", "task": {"url": HOOK}})
@@ -258,7 +261,7 @@ class EndlessSchedules:
 
 
 async def test_a_long_round_stops_with_the_scheduler_and_wakes_dispatchers_batch_by_batch(
-    clock: FakeClock,
+    clock: VirtualClock,
 ) -> None:
     storage = EndlessSchedules()
     wakes: list[int] = []

@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from tests.storage.helpers import changing, new, result_for
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.models import AttemptResult, Claim, ClaimedTask, NewTask, QueueConfig, RecordSummary
 from workly.storage import claim_rules
 from workly.storage.base import Storage
@@ -362,13 +362,13 @@ async def test_both_claims_give_the_same_tasks_in_the_same_order(
 
 
 async def _play(scenario: Scenario, storages: tuple[Storage, Storage]) -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     for name, config in scenario.queues:
         for storage in storages:
-            await storage.put_queue(name, config, clock())
-    backlog = [spec.build(clock()) for spec in scenario.backlog]  # one list, given to both
+            await storage.put_queue(name, config, clock.now())
+    backlog = [spec.build(clock.now()) for spec in scenario.backlog]  # one list, given to both
     for storage in storages:
-        await storage.enqueue(backlog, clock())
+        await storage.enqueue(backlog, clock.now())
     running: tuple[list[ClaimedTask], list[ClaimedTask]] = ([], [])
     for number, step in enumerate(scenario.steps):
         now = clock.advance(step.advance)

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import another_process, in_queue, new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.database_url import sqlite_path
 from workly.delivery_stats import BUCKETS_MS, MinuteStats, minute_of
 from workly.errors import QueueNotFound
@@ -55,7 +55,7 @@ async def assert_counts_true(storage: Storage) -> None:
 class Walk:
     """Random changes of every kind that moves, adds or deletes tasks."""
 
-    def __init__(self, storage: Storage, clock: FakeClock, rng: random.Random) -> None:
+    def __init__(self, storage: Storage, clock: VirtualClock, rng: random.Random) -> None:
         self.storage, self.clock, self.rng = storage, clock, rng
         self.claimed: list[ClaimedTask] = []
 
@@ -70,14 +70,14 @@ class Walk:
     async def enqueue(self) -> None:
         queue = self.rng.choice(QUEUES)
         tasks = [
-            new(queue=queue, run_at=self.clock() + timedelta(seconds=self.rng.choice([0, 0, 30])),
+            new(queue=queue, run_at=self.clock.now() + timedelta(seconds=self.rng.choice([0, 0, 30])),
                 idempotency_key=self.rng.choice([None, None, "same"]))
             for _ in range(self.rng.randint(1, 4))
         ]  # fmt: skip
-        await self.storage.enqueue(tasks, self.clock())
+        await self.storage.enqueue(tasks, self.clock.now())
 
     async def claim(self) -> None:
-        claim = await self.storage.claim_tasks(self.rng.randint(1, 4), self.clock(), token(), MARGIN)
+        claim = await self.storage.claim_tasks(self.rng.randint(1, 4), self.clock.now(), token(), MARGIN)
         self.claimed.extend(claim.tasks)
 
     async def record(self) -> None:
@@ -92,9 +92,9 @@ class Walk:
             outcome = self.rng.choice(outcomes)
             retry_in = 5.0 if outcome == "retry" else None
             results.append(
-                result_for(task, self.clock(), outcome, 200 if outcome == "succeeded" else 500, retry_in)
+                result_for(task, self.clock.now(), outcome, 200 if outcome == "succeeded" else 500, retry_in)
             )
-        await self.storage.record_results(results, self.clock())
+        await self.storage.record_results(results, self.clock.now())
 
     async def _some(self, status: str) -> str | None:
         found, _ = await self.storage.list_tasks(None, status, 50, None)  # type: ignore[arg-type]
@@ -102,15 +102,15 @@ class Walk:
 
     async def cancel(self) -> None:
         if task_id := await self._some("ready"):
-            await self.storage.cancel_task(task_id, self.clock())
+            await self.storage.cancel_task(task_id, self.clock.now())
 
     async def retry(self) -> None:
         if task_id := await self._some(self.rng.choice(["failed", "canceled"])):
-            await self.storage.retry_task(task_id, self.clock())
+            await self.storage.retry_task(task_id, self.clock.now())
 
     async def reap(self) -> None:
         self.clock.advance(120)
-        await self.storage.reap_expired(self.clock())
+        await self.storage.reap_expired(self.clock.now())
         self.claimed.clear()  # their leases are gone: a result would be refused as stale
 
     async def purge(self) -> None:
@@ -128,16 +128,16 @@ class Walk:
         self.claimed = [task for task in self.claimed if task.queue != queue]
 
     async def prune(self) -> None:
-        await self.storage.prune_succeeded(self.clock() + timedelta(seconds=1))
+        await self.storage.prune_succeeded(self.clock.now() + timedelta(seconds=1))
 
     async def pause(self) -> None:  # changes no task: the counts must not move either
         queue = self.rng.choice(QUEUES)
-        await self.storage.put_queue(queue, QueueConfig(paused=self.rng.random() < 0.3), self.clock())
+        await self.storage.put_queue(queue, QueueConfig(paused=self.rng.random() < 0.3), self.clock.now())
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_kept_counts_match_the_tasks_through_every_change(
-    storage: Storage, clock: FakeClock, seed: int
+    storage: Storage, clock: VirtualClock, seed: int
 ) -> None:
     walk = Walk(storage, clock, random.Random(seed))
     for _ in range(60):
@@ -151,34 +151,34 @@ async def test_kept_counts_match_the_tasks_through_every_change(
 
 
 async def test_counts_are_shared_by_processes_and_folds_lose_nothing(
-    storage: Storage, clock: FakeClock, database_url: str
+    storage: Storage, clock: VirtualClock, database_url: str
 ) -> None:
     other = await another_process(storage, database_url)
     try:
-        await storage.enqueue(in_queue("a", [new() for _ in range(5)]), clock())
+        await storage.enqueue(in_queue("a", [new() for _ in range(5)]), clock.now())
         await other.fold_task_counts()
-        await other.enqueue(in_queue("a", [new() for _ in range(3)]), clock())
-        claim = await other.claim_tasks(2, clock(), token(), MARGIN)
+        await other.enqueue(in_queue("a", [new() for _ in range(3)]), clock.now())
+        claim = await other.claim_tasks(2, clock.now(), token(), MARGIN)
         await storage.fold_task_counts()
         await other.fold_task_counts()
         assert (await counted(storage))["a"]["ready"] == 6
         assert (await counted(storage))["a"]["running"] == 2
         await storage.record_results(
-            [result_for(task, clock(), "succeeded") for task in claim.tasks], clock()
+            [result_for(task, clock.now(), "succeeded") for task in claim.tasks], clock.now()
         )
         assert await counted(other) == await true_counts(other)
     finally:
         await other.close()
 
 
-def minute(scope: str, name: str, at: FakeClock, **counts: int) -> MinuteStats:
-    stats = MinuteStats(scope, name, minute_of(at()), **counts)  # type: ignore[arg-type]
+def minute(scope: str, name: str, at: VirtualClock, **counts: int) -> MinuteStats:
+    stats = MinuteStats(scope, name, minute_of(at.now()), **counts)  # type: ignore[arg-type]
     stats.buckets[2] = stats.attempts  # all of them took 10-25 ms
     return stats
 
 
-async def test_delivery_minutes_add_up_per_series_and_minute(storage: Storage, clock: FakeClock) -> None:
-    first = minute_of(clock())
+async def test_delivery_minutes_add_up_per_series_and_minute(storage: Storage, clock: VirtualClock) -> None:
+    first = minute_of(clock.now())
     await storage.add_delivery_minutes([minute("queue", "a", clock, succeeded=3, retried=1)])
     await storage.add_delivery_minutes(
         [minute("queue", "a", clock, succeeded=2, failed=1)]
@@ -206,15 +206,17 @@ async def test_delivery_minutes_add_up_per_series_and_minute(storage: Storage, c
     assert await storage.delivery_minutes("queue", "b", first) == []
 
 
-async def test_a_deleted_queue_takes_its_delivery_minutes_with_it(storage: Storage, clock: FakeClock) -> None:
+async def test_a_deleted_queue_takes_its_delivery_minutes_with_it(
+    storage: Storage, clock: VirtualClock
+) -> None:
     for name in ("a", "b"):
-        await storage.put_queue(name, QueueConfig(), clock())
+        await storage.put_queue(name, QueueConfig(), clock.now())
     await storage.add_delivery_minutes(
         [minute("queue", "a", clock, succeeded=3), minute("queue", "b", clock, succeeded=1)]
     )
     await storage.delete_queue("a")
-    await storage.put_queue("a", QueueConfig(), clock())  # made again: an empty chart
-    every_queue = await storage.delivery_minutes("queue", None, minute_of(clock()))
+    await storage.put_queue("a", QueueConfig(), clock.now())  # made again: an empty chart
+    every_queue = await storage.delivery_minutes("queue", None, minute_of(clock.now()))
     assert [(row.name, row.succeeded) for row in every_queue] == [("b", 1)]
 
 
@@ -235,10 +237,10 @@ async def behind_workly(database_url: str, sql: str) -> None:
 
 
 async def test_counts_a_write_behind_the_triggers_changed_are_found_and_counted_again(
-    storage: Storage, clock: FakeClock, database_url: str
+    storage: Storage, clock: VirtualClock, database_url: str
 ) -> None:
     tasks = in_queue("a", [new(), new()]) + in_queue("b", [new()]) + in_queue("c", [new()])
-    await storage.enqueue(tasks, clock())
+    await storage.enqueue(tasks, clock.now())
     await storage.fold_task_counts()
     assert await storage.miscounted_queues() == []
     # What a restore with triggers disabled leaves: counts of tasks that are not there, or
@@ -249,6 +251,6 @@ async def test_counts_a_write_behind_the_triggers_changed_are_found_and_counted_
     await storage.recount_tasks()
     assert await storage.miscounted_queues() == []
     await assert_counts_true(storage)
-    await storage.enqueue(in_queue("c", [new()]), clock())  # the triggers go on from the new count
+    await storage.enqueue(in_queue("c", [new()]), clock.now())  # the triggers go on from the new count
     await storage.fold_task_counts()
     await assert_counts_true(storage)

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tests.storage.helpers import another_process, changing, in_queue, new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.errors import InvalidQueueConfig, QueueNotFound
 from workly.models import QueueConfig
 from workly.storage.base import Storage
@@ -15,46 +15,46 @@ from workly.storage.base import Storage
 MARGIN = 30.0
 
 
-async def test_first_enqueue_creates_the_queue_with_defaults(storage: Storage, clock: FakeClock) -> None:
+async def test_first_enqueue_creates_the_queue_with_defaults(storage: Storage, clock: VirtualClock) -> None:
     assert await storage.get_queue("fresh") is None
-    await storage.enqueue(in_queue("fresh", [new(), new()]), clock())
+    await storage.enqueue(in_queue("fresh", [new(), new()]), clock.now())
     queue = await storage.get_queue("fresh")
     assert queue is not None
     assert queue.config == QueueConfig()
     assert queue.counts == {"ready": 2, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}
 
 
-async def test_put_creates_then_replaces(storage: Storage, clock: FakeClock) -> None:
+async def test_put_creates_then_replaces(storage: Storage, clock: VirtualClock) -> None:
     config = QueueConfig(max_concurrency=7, rate_limit=2.5, max_attempts=3, timeout=5, ordering="key")
-    queue, created = await storage.put_queue("q", config, clock())
+    queue, created = await storage.put_queue("q", config, clock.now())
     assert created and queue.config == config
     queue, created = await storage.put_queue("q", QueueConfig(paused=True), clock.advance(1))
     assert not created
     assert queue.config == QueueConfig(paused=True)
-    assert queue.updated_at == clock() and queue.created_at < clock()
+    assert queue.updated_at == clock.now() and queue.created_at < clock.now()
 
 
-async def test_update_changes_only_the_given_fields(storage: Storage, clock: FakeClock) -> None:
-    await storage.put_queue("q", QueueConfig(rate_limit=10, max_attempts=4), clock())
-    queue = await storage.update_queue("q", changing(max_concurrency=9, rate_limit=None), clock())
+async def test_update_changes_only_the_given_fields(storage: Storage, clock: VirtualClock) -> None:
+    await storage.put_queue("q", QueueConfig(rate_limit=10, max_attempts=4), clock.now())
+    queue = await storage.update_queue("q", changing(max_concurrency=9, rate_limit=None), clock.now())
     assert queue.config == QueueConfig(max_concurrency=9, rate_limit=None, max_attempts=4)
 
     def refused(config: QueueConfig) -> QueueConfig:
         raise InvalidQueueConfig("as the service's check would")
 
     with pytest.raises(InvalidQueueConfig):
-        await storage.update_queue("q", refused, clock())
+        await storage.update_queue("q", refused, clock.now())
     unchanged = await storage.get_queue("q")
     assert unchanged is not None and unchanged.config.min_backoff == 1.0
     with pytest.raises(QueueNotFound):
-        await storage.update_queue("missing", changing(paused=True), clock())
+        await storage.update_queue("missing", changing(paused=True), clock.now())
 
 
-async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue(in_queue("b", [new()]), clock())
-    await storage.enqueue(in_queue("a", [new(), new()]), clock())
-    await storage.put_queue("c", QueueConfig(), clock())
-    await storage.claim_tasks(1, clock(), token(), MARGIN)
+async def test_list_queues_with_counts(storage: Storage, clock: VirtualClock) -> None:
+    await storage.enqueue(in_queue("b", [new()]), clock.now())
+    await storage.enqueue(in_queue("a", [new(), new()]), clock.now())
+    await storage.put_queue("c", QueueConfig(), clock.now())
+    await storage.claim_tasks(1, clock.now(), token(), MARGIN)
     queues = await storage.list_queues()
     assert [q.name for q in queues] == ["a", "b", "c"]
     assert sum(q.counts["running"] for q in queues) == 1
@@ -62,26 +62,26 @@ async def test_list_queues_with_counts(storage: Storage, clock: FakeClock) -> No
     assert queues[2].counts == dict.fromkeys(queues[2].counts, 0)
 
 
-async def test_paused_queue_is_not_claimed(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue(in_queue("q", [new()]), clock())
-    await storage.update_queue("q", changing(paused=True), clock())
-    assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
-    await storage.update_queue("q", changing(paused=False), clock())
-    assert len((await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks) == 1
+async def test_paused_queue_is_not_claimed(storage: Storage, clock: VirtualClock) -> None:
+    await storage.enqueue(in_queue("q", [new()]), clock.now())
+    await storage.update_queue("q", changing(paused=True), clock.now())
+    assert (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks == []
+    await storage.update_queue("q", changing(paused=False), clock.now())
+    assert len((await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks) == 1
 
 
-async def test_a_full_queue_does_not_block_another(storage: Storage, clock: FakeClock) -> None:
-    await storage.put_queue("busy", QueueConfig(max_concurrency=1), clock())
-    await storage.enqueue(in_queue("busy", [new() for _ in range(5)]), clock())
+async def test_a_full_queue_does_not_block_another(storage: Storage, clock: VirtualClock) -> None:
+    await storage.put_queue("busy", QueueConfig(max_concurrency=1), clock.now())
+    await storage.enqueue(in_queue("busy", [new() for _ in range(5)]), clock.now())
     quiet = new()
-    await storage.enqueue(in_queue("quiet", [quiet]), clock())
-    claimed = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    await storage.enqueue(in_queue("quiet", [quiet]), clock.now())
+    claimed = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
     assert sorted(c.queue for c in claimed) == ["busy", "quiet"]
 
 
-async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue(in_queue("q", [new() for _ in range(4)]), clock())
-    [running] = (await storage.claim_tasks(1, clock(), token(), MARGIN)).tasks
+async def test_purge_drops_only_ready_tasks(storage: Storage, clock: VirtualClock) -> None:
+    await storage.enqueue(in_queue("q", [new() for _ in range(4)]), clock.now())
+    [running] = (await storage.claim_tasks(1, clock.now(), token(), MARGIN)).tasks
     assert await storage.purge_queue("q") == 3
     queue = await storage.get_queue("q")
     assert queue is not None
@@ -91,11 +91,11 @@ async def test_purge_drops_only_ready_tasks(storage: Storage, clock: FakeClock) 
         await storage.purge_queue("missing")
 
 
-async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage, clock: FakeClock) -> None:
+async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage, clock: VirtualClock) -> None:
     task = new()
-    await storage.enqueue(in_queue("q", [task]), clock())
-    [claimed] = (await storage.claim_tasks(1, clock(), token(), MARGIN)).tasks
-    await storage.record_results([result_for(claimed, clock(), "succeeded")], clock())
+    await storage.enqueue(in_queue("q", [task]), clock.now())
+    [claimed] = (await storage.claim_tasks(1, clock.now(), token(), MARGIN)).tasks
+    await storage.record_results([result_for(claimed, clock.now(), "succeeded")], clock.now())
     await storage.delete_queue("q")
     assert await storage.get_queue("q") is None
     assert await storage.get_task(task.id) is None
@@ -103,11 +103,11 @@ async def test_delete_removes_the_queue_its_tasks_and_attempts(storage: Storage,
         await storage.delete_queue("q")
 
 
-async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: FakeClock) -> None:
+async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: VirtualClock) -> None:
     tasks = [new() for _ in range(7)]
     for task in tasks:
-        await storage.enqueue(in_queue("q", [task]), clock())
-    await storage.cancel_task(tasks[2].id, clock())
+        await storage.enqueue(in_queue("q", [task]), clock.now())
+    await storage.cancel_task(tasks[2].id, clock.now())
     seen, cursor = [], None
     while True:
         page, cursor = await storage.list_tasks("q", None, 3, cursor)
@@ -121,13 +121,13 @@ async def test_list_tasks_newest_first_in_pages(storage: Storage, clock: FakeClo
         await storage.list_tasks("missing", None, 3, None)
 
 
-async def test_list_tasks_of_every_queue_newest_first_in_pages(storage: Storage, clock: FakeClock) -> None:
+async def test_list_tasks_of_every_queue_newest_first_in_pages(storage: Storage, clock: VirtualClock) -> None:
     # Interleaved over three queues, so a merge that pages per queue would show out of order.
     tasks = [(queue, new()) for _ in range(4) for queue in ("a", "b", "c")]
     for queue, task in tasks:
-        await storage.enqueue(in_queue(queue, [task]), clock())
+        await storage.enqueue(in_queue(queue, [task]), clock.now())
     for _, task in tasks[::4]:  # one of each queue
-        await storage.cancel_task(task.id, clock())
+        await storage.cancel_task(task.id, clock.now())
     newest_first = [task.id for _, task in reversed(tasks)]
     for status, expected in ((None, newest_first), ("canceled", [t.id for _, t in reversed(tasks[::4])])):
         seen, cursor = [], None
@@ -144,17 +144,17 @@ async def test_list_tasks_of_every_queue_newest_first_in_pages(storage: Storage,
 
 
 async def test_concurrent_claimers_never_share_a_task(
-    storage: Storage, database_url: str, clock: FakeClock
+    storage: Storage, database_url: str, clock: VirtualClock
 ) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=10_000), clock())
-    await storage.enqueue(in_queue("q", [new() for _ in range(400)]), clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=10_000), clock.now())
+    await storage.enqueue(in_queue("q", [new() for _ in range(400)]), clock.now())
     other = await another_process(storage, database_url)
     try:
         claimers = [storage, other] * 4
 
         async def drain(claimer: Storage) -> list[str]:
             ids: list[str] = []
-            while batch := (await claimer.claim_tasks(7, clock(), token(), MARGIN)).tasks:
+            while batch := (await claimer.claim_tasks(7, clock.now(), token(), MARGIN)).tasks:
                 ids.extend(c.id for c in batch)
             return ids
 
@@ -167,13 +167,13 @@ async def test_concurrent_claimers_never_share_a_task(
 
 
 async def test_concurrent_duplicate_enqueues_store_one_task(
-    storage: Storage, database_url: str, clock: FakeClock
+    storage: Storage, database_url: str, clock: VirtualClock
 ) -> None:
     other = await another_process(storage, database_url)
     try:
         enqueuers = [storage, other] * 10
         entries = await asyncio.gather(
-            *(e.enqueue(in_queue("q", [new(idempotency_key="same")]), clock()) for e in enqueuers)
+            *(e.enqueue(in_queue("q", [new(idempotency_key="same")]), clock.now()) for e in enqueuers)
         )
     finally:
         await other.close()
@@ -185,13 +185,13 @@ async def test_concurrent_duplicate_enqueues_store_one_task(
 
 
 async def test_a_queue_signing_secret_is_stored_and_handed_to_claims(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     secret = "whsec_cXVldWUtc2VjcmV0LTAxMjM0NTY3ODk="
-    queue, _ = await storage.put_queue("q", QueueConfig(signing_secret=secret), clock())
+    queue, _ = await storage.put_queue("q", QueueConfig(signing_secret=secret), clock.now())
     assert queue.config.signing_secret == secret
-    await storage.enqueue(in_queue("q", [new()]), clock())
-    [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+    await storage.enqueue(in_queue("q", [new()]), clock.now())
+    [claimed] = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
     assert claimed.signing_secret == secret
-    cleared = await storage.update_queue("q", changing(signing_secret=None), clock())
+    cleared = await storage.update_queue("q", changing(signing_secret=None), clock.now())
     assert cleared.config.signing_secret is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.models import QueueConfig
 from workly.storage.base import Storage
 
@@ -13,29 +13,29 @@ MARGIN = 30.0
 
 
 async def test_only_succeeded_tasks_older_than_the_cutoff_are_pruned(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=100, max_attempts=1), clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=100, max_attempts=1), clock.now())
     old = [new() for _ in range(5)]
-    await storage.enqueue(old, clock())
-    claimed = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
+    await storage.enqueue(old, clock.now())
+    claimed = (await storage.claim_tasks(100, clock.now(), token(), MARGIN)).tasks
     outcomes = ["succeeded", "succeeded", "succeeded", "failed", "succeeded"]
     await storage.record_results(
         [
-            result_for(c, clock(), o, 200 if o == "succeeded" else 500)
+            result_for(c, clock.now(), o, 200 if o == "succeeded" else 500)
             for c, o in zip(claimed, outcomes, strict=True)
         ],
-        clock(),
+        clock.now(),
     )
     canceled = new()
-    await storage.enqueue([canceled], clock())
-    await storage.cancel_task(canceled.id, clock())
+    await storage.enqueue([canceled], clock.now())
+    await storage.cancel_task(canceled.id, clock.now())
     recent = new()
     await storage.enqueue([recent], clock.advance(3600))
-    [claimed_recent] = (await storage.claim_tasks(100, clock(), token(), MARGIN)).tasks
-    await storage.record_results([result_for(claimed_recent, clock(), "succeeded")], clock())
+    [claimed_recent] = (await storage.claim_tasks(100, clock.now(), token(), MARGIN)).tasks
+    await storage.record_results([result_for(claimed_recent, clock.now(), "succeeded")], clock.now())
 
-    cutoff = clock() - timedelta(seconds=60)
+    cutoff = clock.now() - timedelta(seconds=60)
     assert [await storage.prune_succeeded(cutoff, limit=3) for _ in range(3)] == [3, 1, 0]
     assert await storage.get_task(old[0].id) is None
     failed = await storage.get_task(old[3].id)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.storage.helpers import URL, another_process
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.errors import ScheduleNotFound
 from workly.ids import new_id, new_task_id
 from workly.models import NewTask, Task
@@ -34,16 +34,16 @@ def task_spec(cron: str = "* * * * *", **fields: object) -> ScheduleSpec:
     return replace(ScheduleSpec(cron=cron, task=TEMPLATE), **fields)  # type: ignore[arg-type]
 
 
-async def create(storage: Storage, clock: FakeClock, spec: ScheduleSpec) -> Schedule:
-    return await storage.create_schedule(new_id("sch"), spec, first_run(spec, clock()), clock())
+async def create(storage: Storage, clock: VirtualClock, spec: ScheduleSpec) -> Schedule:
+    return await storage.create_schedule(new_id("sch"), spec, first_run(spec, clock.now()), clock.now())
 
 
 def planner(now: datetime) -> FiringPlan:
     return lambda schedule: plan_firing(schedule, now, new_task_id(), new_id("evt"))
 
 
-async def fire(storage: Storage, clock: FakeClock, limit: int = 100) -> list[Fired]:
-    return await storage.fire_due_schedules(clock(), limit, planner(clock()), new_task_id)
+async def fire(storage: Storage, clock: VirtualClock, limit: int = 100) -> list[Fired]:
+    return await storage.fire_due_schedules(clock.now(), limit, planner(clock.now()), new_task_id)
 
 
 async def tasks_of(storage: Storage, queue: str = "reports") -> list[Task]:
@@ -54,20 +54,20 @@ async def tasks_of(storage: Storage, queue: str = "reports") -> list[Task]:
     return sorted(found, key=lambda task: task.run_at)
 
 
-async def test_a_schedule_is_stored_and_read_back_whole(storage: Storage, clock: FakeClock) -> None:
+async def test_a_schedule_is_stored_and_read_back_whole(storage: Storage, clock: VirtualClock) -> None:
     spec = task_spec("*/5 * * * *", timezone="Europe/Amsterdam", name="digest", catch_up="none")
     created = await create(storage, clock, spec)
     assert created.id.startswith("sch_") and created.spec == spec
-    assert created.next_run_at == clock() + timedelta(minutes=5)  # 12:00 UTC → 12:05
+    assert created.next_run_at == clock.now() + timedelta(minutes=5)  # 12:00 UTC → 12:05
     assert (created.last_run_at, created.last_task_id, created.last_event_id) == (None, None, None)
-    assert created.created_at == created.updated_at == clock()
+    assert created.created_at == created.updated_at == clock.now()
     assert await storage.get_schedule(created.id) == created
     event = await create(storage, clock, ScheduleSpec(cron="0 9 * * *", event=EVENT, paused=True))
     assert event.spec.event == EVENT and event.spec.task is None and event.next_run_at is None
     assert await storage.get_schedule("sch_missing") is None
 
 
-async def test_schedules_list_newest_first_with_a_cursor(storage: Storage, clock: FakeClock) -> None:
+async def test_schedules_list_newest_first_with_a_cursor(storage: Storage, clock: VirtualClock) -> None:
     ids = [(await create(storage, clock, task_spec())).id for _ in range(3)]
     first, next_seq = await storage.list_schedules(2, None)
     assert [s.id for s in first] == ids[::-1][:2] and next_seq is not None
@@ -75,12 +75,12 @@ async def test_schedules_list_newest_first_with_a_cursor(storage: Storage, clock
     assert ([s.id for s in rest], end) == ([ids[0]], None)
 
 
-async def test_a_due_schedule_fires_once_and_moves_on(storage: Storage, clock: FakeClock) -> None:
+async def test_a_due_schedule_fires_once_and_moves_on(storage: Storage, clock: VirtualClock) -> None:
     schedule = await create(storage, clock, task_spec())
     assert await fire(storage, clock) == []  # not due yet
     clock.advance(60.2)  # 12:01:00.2
     [made] = await fire(storage, clock)
-    fire_at = datetime(2030, 1, 1, 12, 1, tzinfo=clock().tzinfo)
+    fire_at = datetime(2030, 1, 1, 12, 1, tzinfo=clock.now().tzinfo)
     assert (made.schedule_id, made.fire_at, made.created) == (schedule.id, fire_at, True)
     [task] = await tasks_of(storage)
     assert task.id == made.task_id and task.run_at == fire_at and task.status == "ready"
@@ -105,7 +105,7 @@ async def test_a_due_schedule_fires_once_and_moves_on(storage: Storage, clock: F
 
 
 async def test_four_schedulers_on_one_database_make_each_firing_once(
-    storage: Storage, clock: FakeClock, database_url: str
+    storage: Storage, clock: VirtualClock, database_url: str
 ) -> None:
     others = [await another_process(storage, database_url) for _ in range(3)]
     schedulers = [storage, *others]
@@ -126,7 +126,8 @@ async def test_four_schedulers_on_one_database_make_each_firing_once(
             ]
             step = 1 if schedule.spec.cron == "* * * * *" else 2
             assert [t.run_at for t in mine] == [
-                datetime(2030, 1, 1, 12, minute, tzinfo=clock().tzinfo) for minute in range(step, 13, step)
+                datetime(2030, 1, 1, 12, minute, tzinfo=clock.now().tzinfo)
+                for minute in range(step, 13, step)
             ]
     finally:
         for other in others:
@@ -134,12 +135,12 @@ async def test_four_schedulers_on_one_database_make_each_firing_once(
 
 
 async def test_after_downtime_catch_up_latest_fires_once_for_the_missed_window(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     schedule = await create(storage, clock, task_spec("*/10 * * * *"))
     clock.advance(3 * 3600 + 125)  # down from 12:00 to 15:02:05: eighteen fire times missed
     [made] = await fire(storage, clock)
-    fire_at = datetime(2030, 1, 1, 15, 0, tzinfo=clock().tzinfo)
+    fire_at = datetime(2030, 1, 1, 15, 0, tzinfo=clock.now().tzinfo)
     assert (made.fire_at, made.created) == (fire_at, True)
     [task] = await tasks_of(storage)
     assert task.run_at == fire_at
@@ -148,7 +149,7 @@ async def test_after_downtime_catch_up_latest_fires_once_for_the_missed_window(
 
 
 async def test_after_downtime_catch_up_none_skips_to_the_next_time(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     schedule = await create(storage, clock, task_spec("*/10 * * * *", catch_up="none"))
     clock.advance(3 * 3600 + 125)
@@ -157,17 +158,19 @@ async def test_after_downtime_catch_up_none_skips_to_the_next_time(
     assert await tasks_of(storage) == []
     after = await storage.get_schedule(schedule.id)
     assert after is not None and after.last_run_at is None
-    assert after.next_run_at == datetime(2030, 1, 1, 15, 10, tzinfo=clock().tzinfo)
+    assert after.next_run_at == datetime(2030, 1, 1, 15, 10, tzinfo=clock.now().tzinfo)
     clock.advance(7 * 60 + 56)  # 15:10:01: a second late is not missed
     [on_time] = await fire(storage, clock)
-    assert on_time.created and on_time.fire_at == datetime(2030, 1, 1, 15, 10, tzinfo=clock().tzinfo)
+    assert on_time.created and on_time.fire_at == datetime(2030, 1, 1, 15, 10, tzinfo=clock.now().tzinfo)
 
 
-async def test_paused_schedules_never_fire_but_can_be_triggered(storage: Storage, clock: FakeClock) -> None:
+async def test_paused_schedules_never_fire_but_can_be_triggered(
+    storage: Storage, clock: VirtualClock
+) -> None:
     schedule = await create(storage, clock, task_spec(paused=True))
     clock.advance(3600)
     assert await fire(storage, clock) == []
-    now = clock()
+    now = clock.now()
     made, answered = await storage.trigger_schedule(
         schedule.id,
         now,
@@ -184,10 +187,10 @@ async def test_paused_schedules_never_fire_but_can_be_triggered(storage: Storage
         await storage.trigger_schedule("sch_missing", now, planner(now), new_task_id)
 
 
-async def test_a_firing_made_before_is_not_made_again(storage: Storage, clock: FakeClock) -> None:
+async def test_a_firing_made_before_is_not_made_again(storage: Storage, clock: VirtualClock) -> None:
     schedule = await create(storage, clock, task_spec())
     clock.advance(60)  # exactly 12:01: a trigger now has the key of the 12:01 firing
-    now = clock()
+    now = clock.now()
     by_hand, _ = await storage.trigger_schedule(
         schedule.id,
         now,
@@ -200,10 +203,10 @@ async def test_a_firing_made_before_is_not_made_again(storage: Storage, clock: F
 
 
 async def test_an_event_schedule_publishes_to_the_matching_endpoints(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     endpoint = await storage.create_endpoint(
-        new_id("ep"), EndpointSpec(url=URL, event_types=("report.*",)), clock()
+        new_id("ep"), EndpointSpec(url=URL, event_types=("report.*",)), clock.now()
     )
     schedule = await create(storage, clock, ScheduleSpec(cron="* * * * *", event=EVENT))
     clock.advance(61)
@@ -212,37 +215,39 @@ async def test_an_event_schedule_publishes_to_the_matching_endpoints(
     event = await storage.get_event(made.event_id)
     assert event is not None and event.type == "report.ready" and event.payload == b'{"n":1}'
     assert event.idempotency_key == firing_key(
-        schedule.id, datetime(2030, 1, 1, 12, 1, tzinfo=clock().tzinfo)
+        schedule.id, datetime(2030, 1, 1, 12, 1, tzinfo=clock.now().tzinfo)
     )
     assert [d.endpoint_id for d in event.deliveries] == [endpoint.id]
     after = await storage.get_schedule(schedule.id)
     assert after is not None and after.last_event_id == event.id
 
 
-async def test_update_applies_the_change_inside_the_transaction(storage: Storage, clock: FakeClock) -> None:
+async def test_update_applies_the_change_inside_the_transaction(
+    storage: Storage, clock: VirtualClock
+) -> None:
     schedule = await create(storage, clock, task_spec())
     clock.advance(5)
-    later = clock() + timedelta(hours=1)
+    later = clock.now() + timedelta(hours=1)
 
     def change(current: Schedule) -> tuple[ScheduleSpec, datetime | None]:
         assert current == schedule
         return replace(current.spec, cron="0 * * * *", name="hourly"), later
 
-    changed = await storage.update_schedule(schedule.id, change, clock())
+    changed = await storage.update_schedule(schedule.id, change, clock.now())
     assert (changed.spec.cron, changed.spec.name, changed.next_run_at) == ("0 * * * *", "hourly", later)
-    assert changed.updated_at == clock() and changed.created_at == schedule.created_at
+    assert changed.updated_at == clock.now() and changed.created_at == schedule.created_at
 
     def refuse(current: Schedule) -> tuple[ScheduleSpec, datetime | None]:
         raise ValueError("no")
 
     with pytest.raises(ValueError, match="no"):
-        await storage.update_schedule(schedule.id, refuse, clock())
+        await storage.update_schedule(schedule.id, refuse, clock.now())
     assert await storage.get_schedule(schedule.id) == changed
     with pytest.raises(ScheduleNotFound):
-        await storage.update_schedule("sch_missing", change, clock())
+        await storage.update_schedule("sch_missing", change, clock.now())
 
 
-async def test_delete_leaves_the_tasks_it_made(storage: Storage, clock: FakeClock) -> None:
+async def test_delete_leaves_the_tasks_it_made(storage: Storage, clock: VirtualClock) -> None:
     schedule = await create(storage, clock, task_spec())
     clock.advance(60)
     [made] = await fire(storage, clock)
@@ -253,15 +258,17 @@ async def test_delete_leaves_the_tasks_it_made(storage: Storage, clock: FakeCloc
         await storage.delete_schedule(schedule.id)
 
 
-async def test_next_schedule_at_is_the_earliest_next_run(storage: Storage, clock: FakeClock) -> None:
+async def test_next_schedule_at_is_the_earliest_next_run(storage: Storage, clock: VirtualClock) -> None:
     assert await storage.next_schedule_at() is None
     await create(storage, clock, task_spec("0 * * * *"))
     await create(storage, clock, task_spec("*/5 * * * *"))
     await create(storage, clock, task_spec("* * * * *", paused=True))
-    assert await storage.next_schedule_at() == clock() + timedelta(minutes=5)
+    assert await storage.next_schedule_at() == clock.now() + timedelta(minutes=5)
 
 
-async def test_a_batch_limit_leaves_the_rest_for_the_next_round(storage: Storage, clock: FakeClock) -> None:
+async def test_a_batch_limit_leaves_the_rest_for_the_next_round(
+    storage: Storage, clock: VirtualClock
+) -> None:
     for _ in range(5):
         await create(storage, clock, task_spec())
     clock.advance(60)
@@ -271,13 +278,13 @@ async def test_a_batch_limit_leaves_the_rest_for_the_next_round(storage: Storage
 
 
 async def test_skipped_and_unplanned_schedules_are_left_as_they_are(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     skipped, unplanned, fired_one = [await create(storage, clock, task_spec()) for _ in range(3)]
     clock.advance(60)
     assert await storage.next_schedule_at(skip=[s.id for s in (skipped, unplanned, fired_one)]) is None
     assert await storage.next_schedule_at(skip=[skipped.id]) == skipped.next_run_at
-    now = clock()
+    now = clock.now()
 
     def plan(schedule: Schedule) -> Firing | None:
         assert schedule.id != skipped.id, "a skipped schedule is not even read"

@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.database_url import sqlite_path
 from workly.errors import StorageConflict, StorageError, StorageFull, StorageUnavailable
 from workly.storage.factory import open_storage
@@ -51,7 +51,7 @@ async def blocking_writes(database_url: str) -> AsyncIterator[None]:
 
 
 async def test_a_blocked_write_gives_up_after_the_database_timeout(
-    database_url: str, clock: FakeClock
+    database_url: str, clock: VirtualClock
 ) -> None:
     storage = await open_storage(database_url, db_timeout=DB_TIMEOUT)
     try:
@@ -60,8 +60,8 @@ async def test_a_blocked_write_gives_up_after_the_database_timeout(
         async with blocking_writes(database_url):
             async with asyncio.timeout(GUARD):
                 with pytest.raises(StorageUnavailable):
-                    await storage.enqueue([blocked], clock())
-        [stored] = await storage.enqueue([later], clock())
+                    await storage.enqueue([blocked], clock.now())
+        [stored] = await storage.enqueue([later], clock.now())
         assert stored.created
         assert await storage.get_task(blocked.id) is None
         listed, _ = await storage.list_tasks("q", None, 10, None)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.storage.helpers import URL, in_queue, new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.errors import EndpointNotFound, StorageConflict, TaskStateConflict
 from workly.ids import new_id, new_task_id
@@ -33,8 +33,8 @@ def spec(**fields: Any) -> EndpointSpec:
     return replace(EndpointSpec(url=URL), **fields)
 
 
-async def endpoint(storage: Storage, clock: FakeClock, **fields: Any) -> Endpoint:
-    return await storage.create_endpoint(new_id("ep"), spec(**fields), clock())
+async def endpoint(storage: Storage, clock: VirtualClock, **fields: Any) -> Endpoint:
+    return await storage.create_endpoint(new_id("ep"), spec(**fields), clock.now())
 
 
 def event(event_type: str = "invoice.paid", **fields: Any) -> NewEvent:
@@ -43,9 +43,9 @@ def event(event_type: str = "invoice.paid", **fields: Any) -> NewEvent:
 
 
 async def publish(
-    storage: Storage, clock: FakeClock, event_type: str = "invoice.paid", **fields: Any
+    storage: Storage, clock: VirtualClock, event_type: str = "invoice.paid", **fields: Any
 ) -> Published:
-    return await storage.publish(event(event_type, **fields), clock(), new_task_id)
+    return await storage.publish(event(event_type, **fields), clock.now(), new_task_id)
 
 
 def receivers(published: Published) -> set[str]:
@@ -100,14 +100,16 @@ async def all_tasks(storage: Storage) -> list[Task]:
 
 
 async def open_breaker(
-    storage: Storage, clock: FakeClock, endpoint_id: str, events: int = 5
+    storage: Storage, clock: VirtualClock, endpoint_id: str, events: int = 5
 ) -> tuple[list[str], list[ClaimedTask]]:
     """Publish ``events`` events to one endpoint, fail three deliveries: its breaker opens.
     Returns the delivery task ids in publish order and the three that failed."""
     ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(events)]
-    failed = await claim(storage, clock(), limit=3)
+    failed = await claim(storage, clock.now(), limit=3)
     assert [c.id for c in failed] == ids[:3]
-    summary = await storage.record_results([outcome(c, clock(), "fail") for c in failed], clock(), RULES)
+    summary = await storage.record_results(
+        [outcome(c, clock.now(), "fail") for c in failed], clock.now(), RULES
+    )
     assert summary.accepted == 3
     return ids, failed
 
@@ -115,7 +117,7 @@ async def open_breaker(
 # --- endpoints --------------------------------------------------------------------------
 
 
-async def test_create_endpoint_makes_its_queue(storage: Storage, clock: FakeClock) -> None:
+async def test_create_endpoint_makes_its_queue(storage: Storage, clock: VirtualClock) -> None:
     delivery = QueueConfig(max_concurrency=7, max_attempts=4, timeout=5.0, signing_secret="whsec_abc")
     created = await endpoint(
         storage,
@@ -135,14 +137,16 @@ async def test_create_endpoint_makes_its_queue(storage: Storage, clock: FakeCloc
     assert created.enabled
     assert created.health.state == "healthy"
     assert (created.health.consecutive_failures, created.health.probe_at) == (0, None)
-    assert created.created_at == created.updated_at == clock()
+    assert created.created_at == created.updated_at == clock.now()
     queue = await storage.get_queue(created.id)
     assert queue is not None
     assert queue.config == delivery  # its settings, its secret, not paused
     assert await storage.get_endpoint(created.id) == created
 
 
-async def test_list_endpoints_newest_first_with_cursor_and_tenant(storage: Storage, clock: FakeClock) -> None:
+async def test_list_endpoints_newest_first_with_cursor_and_tenant(
+    storage: Storage, clock: VirtualClock
+) -> None:
     first = await endpoint(storage, clock, tenant="a")
     second = await endpoint(storage, clock)
     third = await endpoint(storage, clock, tenant="a")
@@ -160,12 +164,12 @@ async def test_list_endpoints_newest_first_with_cursor_and_tenant(storage: Stora
 
 
 async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock)
     done = (await publish(storage, clock)).event.deliveries[0].task_id
-    [claimed] = await claim(storage, clock())
-    await storage.record_results([outcome(claimed, clock(), "ok", "succeeded", 200)], clock())
+    [claimed] = await claim(storage, clock.now())
+    await storage.record_results([outcome(claimed, clock.now(), "ok", "succeeded", 200)], clock.now())
     waiting = (await publish(storage, clock)).event.deliveries[0].task_id
     new_url = "http://127.0.0.1:9/moved"
 
@@ -185,7 +189,7 @@ async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
     assert (updated.spec.description, updated.spec.event_types) == ("moved", ("order.*",))
     assert updated.spec.headers == {"x-b": "2"}
     assert updated.spec.delivery.max_concurrency == 9
-    assert updated.updated_at == clock()
+    assert updated.updated_at == clock.now()
     assert updated.created_at == created.created_at
     assert await storage.get_endpoint(created.id) == updated
     queue = await storage.get_queue(created.id)
@@ -195,14 +199,14 @@ async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
     assert (await task(storage, done)).url == URL  # a finished one keeps the URL it went to
 
 
-async def test_update_keeps_a_disabled_endpoint_disabled(storage: Storage, clock: FakeClock) -> None:
+async def test_update_keeps_a_disabled_endpoint_disabled(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock)
-    await storage.set_endpoint_enabled(created.id, False, "maintenance", clock())
+    await storage.set_endpoint_enabled(created.id, False, "maintenance", clock.now())
 
     def change(current: EndpointSpec) -> EndpointSpec:
         return replace(current, delivery=replace(current.delivery, max_concurrency=4))
 
-    updated = await storage.update_endpoint(created.id, change, clock())
+    updated = await storage.update_endpoint(created.id, change, clock.now())
     assert not updated.enabled
     assert (updated.health.state, updated.health.disabled_reason) == ("disabled", "maintenance")
     queue = await storage.get_queue(created.id)
@@ -210,7 +214,7 @@ async def test_update_keeps_a_disabled_endpoint_disabled(storage: Storage, clock
     assert (queue.config.max_concurrency, queue.config.paused) == (4, True)
 
 
-async def test_update_endpoint_raises_what_the_change_raises(storage: Storage, clock: FakeClock) -> None:
+async def test_update_endpoint_raises_what_the_change_raises(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock)
 
     def change(current: EndpointSpec) -> EndpointSpec:
@@ -221,12 +225,12 @@ async def test_update_endpoint_raises_what_the_change_raises(storage: Storage, c
     assert await storage.get_endpoint(created.id) == created
 
 
-async def test_delete_endpoint_removes_its_queue_and_tasks(storage: Storage, clock: FakeClock) -> None:
+async def test_delete_endpoint_removes_its_queue_and_tasks(storage: Storage, clock: VirtualClock) -> None:
     doomed = await endpoint(storage, clock)
     kept = await endpoint(storage, clock)
     published = await publish(storage, clock)
     assert receivers(published) == {doomed.id, kept.id}
-    await storage.enqueue(in_queue("plain", [new()]), clock())
+    await storage.enqueue(in_queue("plain", [new()]), clock.now())
     await storage.delete_endpoint(doomed.id)
     assert await storage.get_endpoint(doomed.id) is None
     assert await storage.get_queue(doomed.id) is None
@@ -237,21 +241,21 @@ async def test_delete_endpoint_removes_its_queue_and_tasks(storage: Storage, clo
     assert [e.id for e in (await storage.list_endpoints(None, 10, None))[0]] == [kept.id]
 
 
-async def test_unknown_endpoints(storage: Storage, clock: FakeClock) -> None:
+async def test_unknown_endpoints(storage: Storage, clock: VirtualClock) -> None:
     missing = new_id("ep")
     assert await storage.get_endpoint(missing) is None
     with pytest.raises(EndpointNotFound):
-        await storage.update_endpoint(missing, lambda s: s, clock())
+        await storage.update_endpoint(missing, lambda s: s, clock.now())
     with pytest.raises(EndpointNotFound):
         await storage.delete_endpoint(missing)
     with pytest.raises(EndpointNotFound):
-        await storage.set_endpoint_enabled(missing, True, None, clock())
+        await storage.set_endpoint_enabled(missing, True, None, clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.set_endpoint_enabled(missing, False, "x", clock())
+        await storage.set_endpoint_enabled(missing, False, "x", clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.recover_endpoint(missing, clock(), clock())
+        await storage.recover_endpoint(missing, clock.now(), clock.now())
     # A plain queue is not an endpoint.
-    await storage.put_queue("plain", QueueConfig(), clock())
+    await storage.put_queue("plain", QueueConfig(), clock.now())
     with pytest.raises(EndpointNotFound):
         await storage.delete_endpoint("plain")
     assert await storage.get_queue("plain") is not None
@@ -260,7 +264,7 @@ async def test_unknown_endpoints(storage: Storage, clock: FakeClock) -> None:
 # --- publish: fan-out ------------------------------------------------------------------
 
 
-async def test_publish_fans_out_to_matching_endpoints(storage: Storage, clock: FakeClock) -> None:
+async def test_publish_fans_out_to_matching_endpoints(storage: Storage, clock: VirtualClock) -> None:
     exact = await endpoint(storage, clock, event_types=("invoice.paid",))
     prefix = await endpoint(storage, clock, event_types=("invoice.*",))
     every = await endpoint(storage, clock, event_types=None)
@@ -271,13 +275,13 @@ async def test_publish_fans_out_to_matching_endpoints(storage: Storage, clock: F
     assert receivers(await publish(storage, clock, "invoice")) == {every.id}
     assert receivers(await publish(storage, clock, "customer.created")) == {other.id, every.id}
     assert receivers(await publish(storage, clock, "order.shipped.late")) == {other.id, every.id}
-    nobody = await storage.publish(event("invoice.paid", tenant="nobody"), clock(), new_task_id)
+    nobody = await storage.publish(event("invoice.paid", tenant="nobody"), clock.now(), new_task_id)
     assert nobody.created
     assert nobody.event.deliveries == []
     assert await storage.get_event(nobody.event.id) == nobody.event
 
 
-async def test_publish_keeps_tenants_apart(storage: Storage, clock: FakeClock) -> None:
+async def test_publish_keeps_tenants_apart(storage: Storage, clock: VirtualClock) -> None:
     untenanted = await endpoint(storage, clock)
     tenant_a = await endpoint(storage, clock, tenant="a")
     tenant_b = await endpoint(storage, clock, tenant="b")
@@ -287,17 +291,17 @@ async def test_publish_keeps_tenants_apart(storage: Storage, clock: FakeClock) -
     assert receivers(await publish(storage, clock, tenant="c")) == set()
 
 
-async def test_disabled_endpoints_get_no_events(storage: Storage, clock: FakeClock) -> None:
+async def test_disabled_endpoints_get_no_events(storage: Storage, clock: VirtualClock) -> None:
     enabled = await endpoint(storage, clock)
     disabled = await endpoint(storage, clock)
-    _, changed = await storage.set_endpoint_enabled(disabled.id, False, "paused by hand", clock())
+    _, changed = await storage.set_endpoint_enabled(disabled.id, False, "paused by hand", clock.now())
     assert changed
     assert receivers(await publish(storage, clock)) == {enabled.id}
-    await storage.set_endpoint_enabled(disabled.id, True, None, clock())
+    await storage.set_endpoint_enabled(disabled.id, True, None, clock.now())
     assert receivers(await publish(storage, clock)) == {enabled.id, disabled.id}
 
 
-async def test_each_delivery_is_a_task_of_the_endpoint(storage: Storage, clock: FakeClock) -> None:
+async def test_each_delivery_is_a_task_of_the_endpoint(storage: Storage, clock: VirtualClock) -> None:
     plain = await endpoint(storage, clock, headers={"x-a": "1"})
     typed = await endpoint(
         storage, clock, url="http://127.0.0.1:9/typed", headers={"Content-Type": "text/plain", "x-b": "2"}
@@ -311,7 +315,11 @@ async def test_each_delivery_is_a_task_of_the_endpoint(storage: Storage, clock: 
         "order-7",
         PAYLOAD,
     )
-    assert (stored.content_type, stored.run_at, stored.created_at) == ("application/json", clock(), clock())
+    assert (stored.content_type, stored.run_at, stored.created_at) == (
+        "application/json",
+        clock.now(),
+        clock.now(),
+    )
     assert [(d.endpoint_id, d.status, d.attempts) for d in stored.deliveries] == [
         (plain.id, "ready", 0),
         (typed.id, "ready", 0),
@@ -325,7 +333,7 @@ async def test_each_delivery_is_a_task_of_the_endpoint(storage: Storage, clock: 
             endpoint_id,
         )
         assert (delivery.method, delivery.body, delivery.status) == ("POST", PAYLOAD, "ready")
-        assert (delivery.run_at, delivery.key, delivery.attempts) == (clock(), "order-7", 0)
+        assert (delivery.run_at, delivery.key, delivery.attempts) == (clock.now(), "order-7", 0)
     assert by_endpoint[plain.id].url == URL
     assert by_endpoint[plain.id].headers == {"x-a": "1", "content-type": "application/json"}
     assert by_endpoint[typed.id].url == "http://127.0.0.1:9/typed"
@@ -333,9 +341,9 @@ async def test_each_delivery_is_a_task_of_the_endpoint(storage: Storage, clock: 
     assert await storage.get_event(stored.id) == stored
 
 
-async def test_a_delayed_event_is_delivered_when_due(storage: Storage, clock: FakeClock) -> None:
+async def test_a_delayed_event_is_delivered_when_due(storage: Storage, clock: VirtualClock) -> None:
     await endpoint(storage, clock)
-    later = clock() + timedelta(seconds=60)
+    later = clock.now() + timedelta(seconds=60)
     published = await publish(storage, clock, run_at=later)
     assert published.event.run_at == later
     assert (await task(storage, published.event.deliveries[0].task_id)).run_at == later
@@ -343,7 +351,7 @@ async def test_a_delayed_event_is_delivered_when_due(storage: Storage, clock: Fa
     assert [c.event_id for c in await claim(storage, clock.advance(1))] == [published.event.id]
 
 
-async def test_list_events_newest_first_filtered(storage: Storage, clock: FakeClock) -> None:
+async def test_list_events_newest_first_filtered(storage: Storage, clock: VirtualClock) -> None:
     first = await publish(storage, clock, "invoice.paid")
     second = await publish(storage, clock, "invoice.paid", tenant="a")
     third = await publish(storage, clock, "customer.created")
@@ -363,7 +371,7 @@ async def test_list_events_newest_first_filtered(storage: Storage, clock: FakeCl
 
 
 async def test_publish_with_a_taken_idempotency_key_stores_nothing(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     await endpoint(storage, clock)
     original = await publish(storage, clock, idempotency_key="k1")
@@ -376,7 +384,7 @@ async def test_publish_with_a_taken_idempotency_key_stores_nothing(
     assert len((await storage.list_events(None, None, 10, None))[0]) == 1
 
 
-async def test_idempotency_keys_are_per_tenant(storage: Storage, clock: FakeClock) -> None:
+async def test_idempotency_keys_are_per_tenant(storage: Storage, clock: VirtualClock) -> None:
     await endpoint(storage, clock)
     await endpoint(storage, clock, tenant="a")
     await endpoint(storage, clock, tenant="b")
@@ -391,11 +399,11 @@ async def test_idempotency_keys_are_per_tenant(storage: Storage, clock: FakeCloc
 
 
 async def test_retrying_a_publish_with_its_event_id_stores_nothing(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     await endpoint(storage, clock)
     first = event()
-    published = await storage.publish(first, clock(), new_task_id)
+    published = await storage.publish(first, clock.now(), new_task_id)
     assert published.created
     retried = await storage.publish(first, clock.advance(1), new_task_id)
     assert not retried.created
@@ -403,19 +411,19 @@ async def test_retrying_a_publish_with_its_event_id_stores_nothing(
     assert len(await all_tasks(storage)) == 1
 
 
-async def test_a_failed_publish_stores_nothing(storage: Storage, clock: FakeClock) -> None:
+async def test_a_failed_publish_stores_nothing(storage: Storage, clock: VirtualClock) -> None:
     await endpoint(storage, clock)
     await endpoint(storage, clock)
-    [plain] = await storage.enqueue(in_queue("plain", [new()]), clock())
+    [plain] = await storage.enqueue(in_queue("plain", [new()]), clock.now())
     ids = iter([new_task_id(), plain.task.id])  # the second delivery collides with a stored task
     failing = event(idempotency_key="once")
     with pytest.raises(StorageConflict):
-        await storage.publish(failing, clock(), lambda: next(ids))
+        await storage.publish(failing, clock.now(), lambda: next(ids))
     assert await storage.get_event(failing.id) is None
     assert (await storage.list_events(None, None, 10, None))[0] == []
     assert [t.id for t in await all_tasks(storage)] == [plain.task.id]
     # Nothing of it is left behind: the same event (and key) publishes afterwards.
-    published = await storage.publish(failing, clock(), new_task_id)
+    published = await storage.publish(failing, clock.now(), new_task_id)
     assert published.created
     assert len(published.event.deliveries) == 2
 
@@ -424,11 +432,11 @@ async def test_a_failed_publish_stores_nothing(storage: Storage, clock: FakeCloc
 
 
 async def test_claimed_deliveries_carry_their_event_endpoint_and_breaker(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_attempts=4, timeout=5.0))
     published = await publish(storage, clock)
-    [claimed] = await claim(storage, clock())
+    [claimed] = await claim(storage, clock.now())
     assert claimed.id == published.event.deliveries[0].task_id
     assert (claimed.event_id, claimed.endpoint_id, claimed.breaker) == (
         published.event.id,
@@ -442,38 +450,38 @@ async def test_claimed_deliveries_carry_their_event_endpoint_and_breaker(
     assert [(d.status, d.attempts) for d in stored.deliveries] == [("running", 1)]
 
 
-async def test_endpoint_delivery_settings_apply_to_the_claim(storage: Storage, clock: FakeClock) -> None:
+async def test_endpoint_delivery_settings_apply_to_the_claim(storage: Storage, clock: VirtualClock) -> None:
     narrow = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=2))
     for _ in range(4):
         await publish(storage, clock)
-    first = await claim(storage, clock())
+    first = await claim(storage, clock.now())
     assert len(first) == 2
     assert {c.queue for c in first} == {narrow.id}
-    assert await claim(storage, clock()) == []
-    await storage.record_results([outcome(first[0], clock(), "ok", "succeeded", 200)], clock(), RULES)
-    assert len(await claim(storage, clock())) == 1
+    assert await claim(storage, clock.now()) == []
+    await storage.record_results([outcome(first[0], clock.now(), "ok", "succeeded", 200)], clock.now(), RULES)
+    assert len(await claim(storage, clock.now())) == 1
 
 
-async def test_a_failing_endpoint_gets_one_delivery_at_a_time(storage: Storage, clock: FakeClock) -> None:
+async def test_a_failing_endpoint_gets_one_delivery_at_a_time(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=5))
     for _ in range(4):
         await publish(storage, clock)
-    [first] = await claim(storage, clock(), limit=1)
-    await storage.record_results([outcome(first, clock(), "fail")], clock(), RULES)
+    [first] = await claim(storage, clock.now(), limit=1)
+    await storage.record_results([outcome(first, clock.now(), "fail")], clock.now(), RULES)
     failing = await health_of(storage, created.id)
     assert failing.health.state == "failing"
-    assert (failing.health.consecutive_failures, failing.health.failing_since) == (1, clock())
+    assert (failing.health.consecutive_failures, failing.health.failing_since) == (1, clock.now())
     assert failing.health.probe_at is None
-    assert len(await claim(storage, clock())) == 1  # not five: one at a time while it fails
-    assert await claim(storage, clock()) == []
+    assert len(await claim(storage, clock.now())) == 1  # not five: one at a time while it fails
+    assert await claim(storage, clock.now()) == []
 
 
 # --- the circuit breaker -----------------------------------------------------------------
 
 
-async def test_an_open_breaker_holds_the_endpoint_tasks(storage: Storage, clock: FakeClock) -> None:
+async def test_an_open_breaker_holds_the_endpoint_tasks(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    opened_at = clock()
+    opened_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
     state = await health_of(storage, created.id)
     assert state.health.state == "open"
@@ -494,29 +502,29 @@ async def test_an_open_breaker_holds_the_endpoint_tasks(storage: Storage, clock:
     assert {t.run_at.year for t in listed} == {2030}
 
 
-async def test_probe_cycle_reopens_then_closes(storage: Storage, clock: FakeClock) -> None:
+async def test_probe_cycle_reopens_then_closes(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    opened_at = clock()
+    opened_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
     clock.advance(1)
     late = (await publish(storage, clock)).event.deliveries[0].task_id  # published while open
-    assert (await task(storage, late)).run_at == clock()
+    assert (await task(storage, late)).run_at == clock.now()
 
     # Before probe_at nothing is released; at it, exactly one task: the first that was due.
     assert await storage.release_probes(clock.advance(28.999)) == 0
-    assert await claim(storage, clock()) == []
+    assert await claim(storage, clock.now()) == []
     assert await storage.release_probes(opened_at + timedelta(seconds=30)) == 1
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 0  # its probe is out: no second one
-    [probe] = await claim(storage, clock())
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 0  # its probe is out: no second one
+    [probe] = await claim(storage, clock.now())
     assert probe.id == ids[3]
     assert probe.attempt == 1
-    assert await claim(storage, clock()) == []
-    assert await storage.release_probes(clock()) == 0  # still out while it runs
+    assert await claim(storage, clock.now()) == []
+    assert await storage.release_probes(clock.now()) == 0  # still out while it runs
 
     # The probe fails: open again, with the cool-down doubled.
     reopened_at = clock.advance(2)
-    summary = await storage.record_results([outcome(probe, clock(), "fail")], clock(), RULES)
+    summary = await storage.record_results([outcome(probe, clock.now(), "fail")], clock.now(), RULES)
     assert (summary.accepted, summary.released, summary.disabled) == (1, 0, ())
     state = await health_of(storage, created.id)
     assert state.health.state == "open"
@@ -524,15 +532,15 @@ async def test_probe_cycle_reopens_then_closes(storage: Storage, clock: FakeCloc
     assert state.health.probe_at == reopened_at + timedelta(seconds=60)
     assert await claim(storage, clock.advance(10)) == []  # the failed probe is held as well
     assert await storage.release_probes(reopened_at + timedelta(seconds=59)) == 0
-    clock.now = reopened_at + timedelta(seconds=60)
-    assert await storage.release_probes(clock()) == 1
-    [second_probe] = await claim(storage, clock())
+    clock.set(reopened_at + timedelta(seconds=60))
+    assert await storage.release_probes(clock.now()) == 1
+    [second_probe] = await claim(storage, clock.now())
     assert second_probe.id == ids[4]  # ids[3] was due again at reopened_at + 1 s, later than ids[4]
 
     # The second probe succeeds: the breaker closes and every held task flows at once.
     closed_at = clock.advance(1)
     summary = await storage.record_results(
-        [outcome(second_probe, clock(), "ok", "succeeded", 200)], clock(), RULES
+        [outcome(second_probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.accepted == 1
     held = {ids[0], ids[1], ids[2], ids[3], late}
@@ -545,23 +553,23 @@ async def test_probe_cycle_reopens_then_closes(storage: Storage, clock: FakeCloc
         None,
     )
     assert state.health.last_success_at == closed_at
-    flowing = await claim(storage, clock())
+    flowing = await claim(storage, clock.now())
     assert {c.id for c in flowing} == held
     attempts = {c.id: c.attempt for c in flowing}
     assert attempts == {ids[0]: 2, ids[1]: 2, ids[2]: 2, ids[3]: 2, late: 1}  # holding spent none
 
 
-async def test_a_success_that_is_not_the_probe_also_closes(storage: Storage, clock: FakeClock) -> None:
+async def test_a_success_that_is_not_the_probe_also_closes(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     for _ in range(4):
         await publish(storage, clock)
-    claimed = await claim(storage, clock())
+    claimed = await claim(storage, clock.now())
     assert len(claimed) == 4
-    await storage.record_results([outcome(c, clock(), "fail") for c in claimed[:3]], clock(), RULES)
+    await storage.record_results([outcome(c, clock.now(), "fail") for c in claimed[:3]], clock.now(), RULES)
     assert (await health_of(storage, created.id)).health.state == "open"
     # The fourth attempt started before the breaker opened and answers: it closes.
     summary = await storage.record_results(
-        [outcome(claimed[3], clock(), "ok", "succeeded", 200)], clock(), RULES
+        [outcome(claimed[3], clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.released == 3
     assert (await health_of(storage, created.id)).health.state == "healthy"
@@ -569,39 +577,41 @@ async def test_a_success_that_is_not_the_probe_also_closes(storage: Storage, clo
 
 
 async def test_a_late_failure_while_open_does_not_push_the_probe_back(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     for _ in range(4):
         await publish(storage, clock)
-    claimed = await claim(storage, clock())
-    opened_at = clock()
-    await storage.record_results([outcome(c, clock(), "fail") for c in claimed[:3]], clock(), RULES)
-    await storage.record_results([outcome(claimed[3], clock.advance(5), "fail")], clock(), RULES)
+    claimed = await claim(storage, clock.now())
+    opened_at = clock.now()
+    await storage.record_results([outcome(c, clock.now(), "fail") for c in claimed[:3]], clock.now(), RULES)
+    await storage.record_results([outcome(claimed[3], clock.advance(5), "fail")], clock.now(), RULES)
     state = await health_of(storage, created.id)
     assert (state.health.state, state.health.consecutive_failures) == ("open", 4)
     assert state.health.probe_at == opened_at + timedelta(seconds=30)
     assert await claim(storage, clock.advance(10)) == []  # the late one is held too
 
 
-async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage, clock: FakeClock) -> None:
+async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage, clock: VirtualClock) -> None:
     for queue in ("plain", "other", "third"):
-        await storage.put_queue(queue, QueueConfig(max_concurrency=100), clock())
+        await storage.put_queue(queue, QueueConfig(max_concurrency=100), clock.now())
     first = [new(breaker=ORIGIN) for _ in range(3)]
-    await storage.enqueue(in_queue("plain", first), clock())
-    failed = await claim(storage, clock())
+    await storage.enqueue(in_queue("plain", first), clock.now())
+    failed = await claim(storage, clock.now())
     assert [c.breaker for c in failed] == [ORIGIN] * 3
     same_origin = [*in_queue("plain", [new(breaker=ORIGIN)]), *in_queue("other", [new(breaker=ORIGIN)])]
     elsewhere = [*in_queue("plain", [new(breaker=OTHER_ORIGIN)]), *in_queue("other", [new()])]
-    await storage.enqueue(same_origin + elsewhere, clock())
-    opened_at = clock()
-    summary = await storage.record_results([outcome(c, clock(), "fail") for c in failed], clock(), RULES)
+    await storage.enqueue(same_origin + elsewhere, clock.now())
+    opened_at = clock.now()
+    summary = await storage.record_results(
+        [outcome(c, clock.now(), "fail") for c in failed], clock.now(), RULES
+    )
     assert (summary.accepted, summary.disabled) == (3, ())
 
     # Other origins' tasks (and tasks without a breaker) still flow; the origin's wait.
     assert {c.id for c in await claim(storage, clock.advance(5))} == {t.id for t in elsewhere}
     while_open = new(breaker=ORIGIN)
-    await storage.enqueue(in_queue("third", [while_open]), clock())
+    await storage.enqueue(in_queue("third", [while_open]), clock.now())
     assert await claim(storage, clock.advance(5)) == []
     for held in [*first, *same_origin, while_open]:
         stored = await task(storage, held.id)
@@ -611,36 +621,38 @@ async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage,
 
     # After the cool-down, one probe; its success frees the rest.
     assert await storage.release_probes(opened_at + timedelta(seconds=29)) == 0
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
     assert probe.id == same_origin[0].id  # the held task due first
-    assert await claim(storage, clock()) == []
-    summary = await storage.record_results([outcome(probe, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    assert await claim(storage, clock.now()) == []
+    summary = await storage.record_results(
+        [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
     assert summary.released == 5
-    rest = await claim(storage, clock())
+    rest = await claim(storage, clock.now())
     assert {c.id for c in rest} == {t.id for t in [*first, same_origin[1], while_open]}
 
 
-async def test_results_without_an_effect_leave_breakers_alone(storage: Storage, clock: FakeClock) -> None:
-    await storage.put_queue("plain", QueueConfig(max_concurrency=100), clock())
-    await storage.enqueue(in_queue("plain", [new(breaker=ORIGIN) for _ in range(5)]), clock())
-    claimed = await claim(storage, clock())
+async def test_results_without_an_effect_leave_breakers_alone(storage: Storage, clock: VirtualClock) -> None:
+    await storage.put_queue("plain", QueueConfig(max_concurrency=100), clock.now())
+    await storage.enqueue(in_queue("plain", [new(breaker=ORIGIN) for _ in range(5)]), clock.now())
+    claimed = await claim(storage, clock.now())
     # A 500 on one path says nothing about the origin: the dispatcher gives no effect.
-    await storage.record_results([outcome(c, clock(), None) for c in claimed], clock(), RULES)
+    await storage.record_results([outcome(c, clock.now(), None) for c in claimed], clock.now(), RULES)
     assert len(await claim(storage, clock.advance(1))) == 5
 
 
 # --- auto-disable, enable, recover -------------------------------------------------------
 
 
-async def test_gone_disables_the_endpoint(storage: Storage, clock: FakeClock) -> None:
+async def test_gone_disables_the_endpoint(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock)
     await publish(storage, clock)
     waiting = (await publish(storage, clock)).event.deliveries[0].task_id
-    [claimed] = await claim(storage, clock(), limit=1)
+    [claimed] = await claim(storage, clock.now(), limit=1)
     summary = await storage.record_results(
-        [outcome(claimed, clock(), "gone", "failed", 410)], clock.advance(1), RULES
+        [outcome(claimed, clock.now(), "gone", "failed", 410)], clock.advance(1), RULES
     )
     assert summary.accepted == 1
     [(disabled_id, reason)] = summary.disabled
@@ -655,38 +667,40 @@ async def test_gone_disables_the_endpoint(storage: Storage, clock: FakeClock) ->
     assert (await task(storage, waiting)).status == "ready"  # held by the pause, not failed
     assert (await publish(storage, clock)).event.deliveries == []
 
-    enabled, changed = await storage.set_endpoint_enabled(created.id, True, None, clock())
+    enabled, changed = await storage.set_endpoint_enabled(created.id, True, None, clock.now())
     assert changed
     assert enabled.enabled
     assert (enabled.health.state, enabled.health.disabled_reason) == ("healthy", None)
     queue = await storage.get_queue(created.id)
     assert queue is not None and not queue.config.paused
-    assert [c.id for c in await claim(storage, clock())] == [waiting]
-    again, changed_again = await storage.set_endpoint_enabled(created.id, True, None, clock())
+    assert [c.id for c in await claim(storage, clock.now())] == [waiting]
+    again, changed_again = await storage.set_endpoint_enabled(created.id, True, None, clock.now())
     assert not changed_again
     assert again.enabled
 
 
-async def test_gone_on_a_plain_task_disables_nothing(storage: Storage, clock: FakeClock) -> None:
-    await storage.enqueue(in_queue("plain", [new(breaker=ORIGIN)]), clock())
-    [claimed] = await claim(storage, clock())
-    summary = await storage.record_results([outcome(claimed, clock(), "gone", "failed", 410)], clock(), RULES)
+async def test_gone_on_a_plain_task_disables_nothing(storage: Storage, clock: VirtualClock) -> None:
+    await storage.enqueue(in_queue("plain", [new(breaker=ORIGIN)]), clock.now())
+    [claimed] = await claim(storage, clock.now())
+    summary = await storage.record_results(
+        [outcome(claimed, clock.now(), "gone", "failed", 410)], clock.now(), RULES
+    )
     assert (summary.accepted, summary.disabled) == (1, ())
 
 
-async def test_failing_for_too_long_disables_the_endpoint(storage: Storage, clock: FakeClock) -> None:
+async def test_failing_for_too_long_disables_the_endpoint(storage: Storage, clock: VirtualClock) -> None:
     rules = BreakerRules(threshold=100, cooldown=30, disable_after=60)
     created = await endpoint(storage, clock)
     for _ in range(3):
         await publish(storage, clock)
-    started = clock()
+    started = clock.now()
     for step, expected in ((0, ()), (30, ())):
         [claimed] = await claim(storage, clock.advance(step), limit=1)
-        summary = await storage.record_results([outcome(claimed, clock(), "fail")], clock(), rules)
+        summary = await storage.record_results([outcome(claimed, clock.now(), "fail")], clock.now(), rules)
         assert summary.disabled == expected
     assert (await health_of(storage, created.id)).health.failing_since == started
     [claimed] = await claim(storage, clock.advance(30), limit=1)
-    summary = await storage.record_results([outcome(claimed, clock(), "fail")], clock(), rules)
+    summary = await storage.record_results([outcome(claimed, clock.now(), "fail")], clock.now(), rules)
     [(disabled_id, reason)] = summary.disabled
     assert disabled_id == created.id
     assert "60 seconds" in reason
@@ -694,14 +708,14 @@ async def test_failing_for_too_long_disables_the_endpoint(storage: Storage, cloc
     assert (state.enabled, state.health.state, state.health.disabled_reason) == (False, "disabled", reason)
     assert await claim(storage, clock.advance(10)) == []
     # Enabling starts afresh: the next failure does not disable it at once.
-    await storage.set_endpoint_enabled(created.id, True, None, clock())
-    [claimed] = await claim(storage, clock(), limit=1)
-    summary = await storage.record_results([outcome(claimed, clock(), "fail")], clock(), rules)
+    await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    [claimed] = await claim(storage, clock.now(), limit=1)
+    summary = await storage.record_results([outcome(claimed, clock.now(), "fail")], clock.now(), rules)
     assert summary.disabled == ()
-    assert (await health_of(storage, created.id)).health.failing_since == clock()
+    assert (await health_of(storage, created.id)).health.failing_since == clock.now()
 
 
-async def test_disable_and_enable_by_hand(storage: Storage, clock: FakeClock) -> None:
+async def test_disable_and_enable_by_hand(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock)
     waiting = (await publish(storage, clock)).event.deliveries[0].task_id
     disabled, changed = await storage.set_endpoint_enabled(created.id, False, "maintenance", clock.advance(1))
@@ -711,63 +725,67 @@ async def test_disable_and_enable_by_hand(storage: Storage, clock: FakeClock) ->
         "disabled",
         "maintenance",
     )
-    assert disabled.updated_at == clock()
-    _, changed_again = await storage.set_endpoint_enabled(created.id, False, "other", clock())
+    assert disabled.updated_at == clock.now()
+    _, changed_again = await storage.set_endpoint_enabled(created.id, False, "other", clock.now())
     assert not changed_again
     assert (await health_of(storage, created.id)).health.disabled_reason == "maintenance"
-    assert await claim(storage, clock()) == []
-    await storage.set_endpoint_enabled(created.id, True, None, clock())
-    assert [c.id for c in await claim(storage, clock())] == [waiting]
+    assert await claim(storage, clock.now()) == []
+    await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    assert [c.id for c in await claim(storage, clock.now())] == [waiting]
 
 
-async def test_enabling_resets_the_breaker_and_frees_held_tasks(storage: Storage, clock: FakeClock) -> None:
+async def test_enabling_resets_the_breaker_and_frees_held_tasks(
+    storage: Storage, clock: VirtualClock
+) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     ids, _ = await open_breaker(storage, clock, created.id)
     assert (await health_of(storage, created.id)).health.state == "open"
-    await storage.set_endpoint_enabled(created.id, False, "by hand", clock())
+    await storage.set_endpoint_enabled(created.id, False, "by hand", clock.now())
     assert await claim(storage, clock.advance(5)) == []
-    enabled, changed = await storage.set_endpoint_enabled(created.id, True, None, clock())
+    enabled, changed = await storage.set_endpoint_enabled(created.id, True, None, clock.now())
     assert changed
     assert enabled.health.state == "healthy"
     assert (enabled.health.consecutive_failures, enabled.health.failing_since) == (0, None)
     assert enabled.health.probe_at is None
-    assert {c.id for c in await claim(storage, clock())} == set(ids)  # at full concurrency again
+    assert {c.id for c in await claim(storage, clock.now())} == set(ids)  # at full concurrency again
 
 
-async def test_recover_makes_recently_failed_deliveries_ready(storage: Storage, clock: FakeClock) -> None:
+async def test_recover_makes_recently_failed_deliveries_ready(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_attempts=1))
     old = (await publish(storage, clock)).event.deliveries[0].task_id
     recent = (await publish(storage, clock)).event.deliveries[0].task_id
     succeeded = (await publish(storage, clock)).event.deliveries[0].task_id
-    [first] = await claim(storage, clock(), limit=1)
+    [first] = await claim(storage, clock.now(), limit=1)
     assert first.id == old
-    await storage.record_results([outcome(first, clock(), "fail", "failed")], clock(), RULES)
+    await storage.record_results([outcome(first, clock.now(), "fail", "failed")], clock.now(), RULES)
     since = clock.advance(10)
-    [second] = await claim(storage, clock(), limit=1)
+    [second] = await claim(storage, clock.now(), limit=1)
     assert second.id == recent
-    await storage.record_results([outcome(second, clock(), "fail", "failed")], clock(), RULES)
-    [third] = await claim(storage, clock(), limit=1)
+    await storage.record_results([outcome(second, clock.now(), "fail", "failed")], clock.now(), RULES)
+    [third] = await claim(storage, clock.now(), limit=1)
     assert third.id == succeeded
-    await storage.record_results([outcome(third, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    await storage.record_results([outcome(third, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES)
 
     assert await storage.recover_endpoint(created.id, since, clock.advance(5)) == 1
     recovered = await task(storage, recent)
-    assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock())
+    assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock.now())
     assert (await task(storage, old)).status == "failed"
     assert (await task(storage, succeeded)).status == "succeeded"
-    [again] = await claim(storage, clock())
+    [again] = await claim(storage, clock.now())
     assert (again.id, again.attempt, again.attempt_base) == (recent, 2, 1)  # numbered on
-    assert await storage.recover_endpoint(created.id, since, clock()) == 0  # it is running now
+    assert await storage.recover_endpoint(created.id, since, clock.now()) == 0  # it is running now
 
 
-async def test_recover_touches_only_its_own_endpoint(storage: Storage, clock: FakeClock) -> None:
+async def test_recover_touches_only_its_own_endpoint(storage: Storage, clock: VirtualClock) -> None:
     mine = await endpoint(storage, clock, delivery=QueueConfig(max_attempts=1))
     theirs = await endpoint(storage, clock, delivery=QueueConfig(max_attempts=1))
     await publish(storage, clock)
-    claimed = await claim(storage, clock())
+    claimed = await claim(storage, clock.now())
     assert {c.endpoint_id for c in claimed} == {mine.id, theirs.id}
-    await storage.record_results([outcome(c, clock(), "fail", "failed") for c in claimed], clock(), RULES)
-    assert await storage.recover_endpoint(mine.id, clock(), clock()) == 1
+    await storage.record_results(
+        [outcome(c, clock.now(), "fail", "failed") for c in claimed], clock.now(), RULES
+    )
+    assert await storage.recover_endpoint(mine.id, clock.now(), clock.now()) == 1
     assert {(t.endpoint_id, t.status) for t in await all_tasks(storage)} == {
         (mine.id, "ready"),
         (theirs.id, "failed"),
@@ -778,137 +796,147 @@ async def test_recover_touches_only_its_own_endpoint(storage: Storage, clock: Fa
 
 
 async def test_cancel_of_a_held_task_keeps_its_due_time_and_retry_clears_the_hold(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    published_at = clock()
+    published_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
     canceled = await storage.cancel_task(ids[3], clock.advance(1))
     assert (canceled.status, canceled.run_at) == ("canceled", published_at)
     assert (await task(storage, ids[3])).run_at == published_at
     with pytest.raises(TaskStateConflict):
-        await storage.cancel_task(ids[3], clock())
+        await storage.cancel_task(ids[3], clock.now())
 
     # The probe goes (the canceled task is not one), succeeds, and frees only the held.
-    clock.now = published_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
+    clock.set(published_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
     assert probe.id == ids[4]
-    summary = await storage.record_results([outcome(probe, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    summary = await storage.record_results(
+        [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
     assert summary.released == 3
     still = await task(storage, ids[3])
     assert (still.status, still.run_at) == ("canceled", published_at)
 
     retried = await storage.retry_task(ids[3], clock.advance(1))
-    assert (retried.status, retried.run_at, retried.attempts) == ("ready", clock(), 0)
+    assert (retried.status, retried.run_at, retried.attempts) == ("ready", clock.now(), 0)
     assert await task(storage, ids[3]) == retried
-    assert {c.id for c in await claim(storage, clock())} == set(ids[:4])
+    assert {c.id for c in await claim(storage, clock.now())} == set(ids[:4])
 
 
-async def test_retry_of_a_held_task_while_open_is_due_now(storage: Storage, clock: FakeClock) -> None:
+async def test_retry_of_a_held_task_while_open_is_due_now(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    published_at = clock()
+    published_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
-    await storage.cancel_task(ids[3], clock())
+    await storage.cancel_task(ids[3], clock.now())
     retried = await storage.retry_task(ids[3], clock.advance(2))
-    assert (retried.status, retried.run_at, retried.attempts) == ("ready", clock(), 0)
-    assert (await task(storage, ids[3])).run_at == clock()
+    assert (retried.status, retried.run_at, retried.attempts) == ("ready", clock.now(), 0)
+    assert (await task(storage, ids[3])).run_at == clock.now()
     assert await claim(storage, clock.advance(1)) == []  # the open endpoint still gets nothing
     assert (await health_of(storage, created.id)).health.probe_at == published_at + timedelta(seconds=30)
 
 
 async def test_recovered_deliveries_of_an_open_endpoint_wait_for_the_probe(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100, max_attempts=1))
-    opened_at = clock()
+    opened_at = clock.now()
     ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(5)]
-    failed = await claim(storage, clock(), limit=3)
-    await storage.record_results([outcome(c, clock(), "fail", "failed") for c in failed], clock(), RULES)
+    failed = await claim(storage, clock.now(), limit=3)
+    await storage.record_results(
+        [outcome(c, clock.now(), "fail", "failed") for c in failed], clock.now(), RULES
+    )
     assert (await health_of(storage, created.id)).health.state == "open"
     assert await storage.recover_endpoint(created.id, opened_at, clock.advance(1)) == 3
     for task_id in ids[:3]:
         recovered = await task(storage, task_id)
-        assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock())
+        assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock.now())
     assert await claim(storage, clock.advance(5)) == []
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
     assert probe.id == ids[3]  # the probe, not a recovered task: they wait for it too
-    summary = await storage.record_results([outcome(probe, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    summary = await storage.record_results(
+        [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
     assert summary.released == 4
-    assert {c.id for c in await claim(storage, clock())} == {*ids[:3], ids[4]}
+    assert {c.id for c in await claim(storage, clock.now())} == {*ids[:3], ids[4]}
 
 
 async def test_a_result_for_a_deleted_endpoint_is_recorded_quietly(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock)
     kept = await endpoint(storage, clock)
     for _ in range(3):
         await publish(storage, clock)
-    claimed = await claim(storage, clock())
+    claimed = await claim(storage, clock.now())
     assert len(claimed) == 6
     await storage.delete_endpoint(created.id)
     # Its deliveries answered 410 and failed: nothing to disable, no breaker to move, and
     # the other endpoint's results in the same batch count as usual.
     results = [
-        outcome(c, clock(), "gone", "failed", 410)
+        outcome(c, clock.now(), "gone", "failed", 410)
         if c.endpoint_id == created.id
-        else outcome(c, clock(), "fail")
+        else outcome(c, clock.now(), "fail")
         for c in claimed
     ]
-    summary = await storage.record_results(results, clock(), RULES)
+    summary = await storage.record_results(results, clock.now(), RULES)
     assert (summary.accepted, summary.stale, summary.disabled) == (3, 3, ())
     assert await storage.get_endpoint(created.id) is None
     assert (await health_of(storage, kept.id)).health.state == "open"
     # No breaker was left behind under its id.
-    again = await storage.create_endpoint(created.id, spec(), clock())
+    again = await storage.create_endpoint(created.id, spec(), clock.now())
     assert (again.health.state, again.health.consecutive_failures) == ("healthy", 0)
 
 
-async def test_a_canceled_probe_is_replaced(storage: Storage, clock: FakeClock) -> None:
+async def test_a_canceled_probe_is_replaced(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    opened_at = clock()
+    opened_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    canceled = await storage.cancel_task(ids[3], clock())  # the probe, before any claim
-    assert canceled.run_at == clock()
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    canceled = await storage.cancel_task(ids[3], clock.now())  # the probe, before any claim
+    assert canceled.run_at == clock.now()
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
     assert probe.id == ids[4]
-    assert await claim(storage, clock()) == []
+    assert await claim(storage, clock.now()) == []
 
 
 async def test_results_without_an_effect_leave_endpoint_health_alone(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     """The plain helper's results carry no effect: an endpoint's health does not move."""
     created = await endpoint(storage, clock)
     await publish(storage, clock)
-    [claimed] = await claim(storage, clock())
-    await storage.record_results([result_for(claimed, clock(), "retry", 500, retry_in=1)], clock(), RULES)
+    [claimed] = await claim(storage, clock.now())
+    await storage.record_results(
+        [result_for(claimed, clock.now(), "retry", 500, retry_in=1)], clock.now(), RULES
+    )
     assert (await health_of(storage, created.id)).health.state == "healthy"
 
 
 async def test_tasks_back_to_ready_behind_an_open_breaker_are_held(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     """A retry with no say about the breaker, a reaped task and a manual retry all wait for
     an open breaker, as a new task does: none of them slips past it."""
-    await storage.put_queue("plain", QueueConfig(max_concurrency=100, timeout=1.0), clock())
+    await storage.put_queue("plain", QueueConfig(max_concurrency=100, timeout=1.0), clock.now())
     tasks = [new(breaker=ORIGIN) for _ in range(6)]
-    await storage.enqueue(in_queue("plain", tasks), clock())
-    running = {c.id: c for c in await claim(storage, clock())}
+    await storage.enqueue(in_queue("plain", tasks), clock.now())
+    running = {c.id: c for c in await claim(storage, clock.now())}
     first = [running[t.id] for t in tasks[:3]]
-    await storage.record_results([outcome(c, clock(), "fail") for c in first], clock(), RULES)
+    await storage.record_results([outcome(c, clock.now(), "fail") for c in first], clock.now(), RULES)
     no_say, to_reap, finished = (running[t.id] for t in tasks[3:])
     await storage.record_results(
-        [outcome(no_say, clock(), None), outcome(finished, clock(), None, "failed")], clock(), RULES
+        [outcome(no_say, clock.now(), None), outcome(finished, clock.now(), None, "failed")],
+        clock.now(),
+        RULES,
     )
-    retried = await storage.retry_task(finished.id, clock())
-    assert (retried.status, retried.run_at) == ("ready", clock())
+    retried = await storage.retry_task(finished.id, clock.now())
+    assert (retried.status, retried.run_at) == ("ready", clock.now())
     assert await storage.reap_expired(clock.advance(MARGIN + 2)) == 1
     assert await claim(storage, clock.advance(5)) == []  # all six wait for the probe
     for held in (no_say, to_reap, finished):
@@ -916,31 +944,35 @@ async def test_tasks_back_to_ready_behind_an_open_breaker_are_held(
         assert stored.status == "ready" and stored.run_at < HELD_UNTIL
 
 
-async def test_summaries_count_breakers_opening_and_closing(storage: Storage, clock: FakeClock) -> None:
+async def test_summaries_count_breakers_opening_and_closing(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    opened_at = clock()
+    opened_at = clock.now()
     for _ in range(4):
         await publish(storage, clock)
-    failed = await claim(storage, clock(), limit=3)
-    summary = await storage.record_results([outcome(c, clock(), "fail") for c in failed], clock(), RULES)
+    failed = await claim(storage, clock.now(), limit=3)
+    summary = await storage.record_results(
+        [outcome(c, clock.now(), "fail") for c in failed], clock.now(), RULES
+    )
     assert (summary.opened, summary.closed) == (1, 0)
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
-    summary = await storage.record_results([outcome(probe, clock(), "fail")], clock(), RULES)
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
+    summary = await storage.record_results([outcome(probe, clock.now(), "fail")], clock.now(), RULES)
     assert (summary.opened, summary.closed) == (0, 0)  # reopened: no change of state
-    clock.now = opened_at + timedelta(seconds=90)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
-    summary = await storage.record_results([outcome(probe, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    clock.set(opened_at + timedelta(seconds=90))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
+    summary = await storage.record_results(
+        [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
     assert (summary.opened, summary.closed, summary.released) == (0, 1, 3)
     assert (await storage.count_endpoints_by_state()) == {"healthy": 1}
-    await storage.set_endpoint_enabled(created.id, False, "by hand", clock())
+    await storage.set_endpoint_enabled(created.id, False, "by hand", clock.now())
     assert (await storage.count_endpoints_by_state()) == {"disabled": 1}
 
 
 async def test_enabling_an_enabled_endpoint_resets_its_open_breaker(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     ids, _ = await open_breaker(storage, clock, created.id)
@@ -950,15 +982,18 @@ async def test_enabling_an_enabled_endpoint_resets_its_open_breaker(
     assert {c.id for c in await claim(storage, clock.advance(2))} == set(ids)
 
 
-async def test_events_are_pruned_once_no_delivery_is_kept(storage: Storage, clock: FakeClock) -> None:
+async def test_events_are_pruned_once_no_delivery_is_kept(storage: Storage, clock: VirtualClock) -> None:
     await endpoint(storage, clock, event_types=("invoice.*",))
     delivered = (await publish(storage, clock)).event
     unmatched = (await publish(storage, clock, "user.created")).event
     kept = (await publish(storage, clock)).event
-    claimed = {c.id: c for c in await claim(storage, clock())}
+    claimed = {c.id: c for c in await claim(storage, clock.now())}
     first, third = claimed[delivered.deliveries[0].task_id], claimed[kept.deliveries[0].task_id]
-    results = [outcome(first, clock(), "ok", "succeeded", 200), outcome(third, clock(), "fail", "failed")]
-    await storage.record_results(results, clock(), RULES)
+    results = [
+        outcome(first, clock.now(), "ok", "succeeded", 200),
+        outcome(third, clock.now(), "fail", "failed"),
+    ]
+    await storage.record_results(results, clock.now(), RULES)
     later = clock.advance(3600)
     assert await storage.prune_events(later) == 1  # the unmatched one: no delivery to wait for
     assert await storage.prune_succeeded(later) == 1
@@ -968,55 +1003,59 @@ async def test_events_are_pruned_once_no_delivery_is_kept(storage: Storage, cloc
 
 
 async def test_the_probe_of_an_ordering_key_endpoint_is_a_key_head(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100, ordering="key"))
     heads = [(await publish(storage, clock, key=k)).event.deliveries[0].task_id for k in ("a", "b", "c")]
     behind = (await publish(storage, clock, key="a")).event.deliveries[0].task_id  # due first of the held
-    failed = await claim(storage, clock())
+    failed = await claim(storage, clock.now())
     assert {c.id for c in failed} == set(heads)
-    opened_at = clock()
-    await storage.record_results([outcome(c, clock(), "fail", retry_in=1) for c in failed], clock(), RULES)
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())  # claimable: a head, never the task behind one
+    opened_at = clock.now()
+    await storage.record_results(
+        [outcome(c, clock.now(), "fail", retry_in=1) for c in failed], clock.now(), RULES
+    )
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())  # claimable: a head, never the task behind one
     assert probe.id in heads
-    await storage.record_results([outcome(probe, clock(), "ok", "succeeded", 200)], clock(), RULES)
+    await storage.record_results([outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES)
     assert (await health_of(storage, created.id)).health.state == "healthy"
     # The rest flow, in key order: `behind` only once its head, key "a"'s first, is done.
     rest = {h for h in heads if h != probe.id} | ({behind} if probe.id == heads[0] else set())
-    assert {c.id for c in await claim(storage, clock())} == rest
+    assert {c.id for c in await claim(storage, clock.now())} == rest
 
 
-async def test_no_probe_is_released_into_a_paused_queue(storage: Storage, clock: FakeClock) -> None:
-    await storage.put_queue("a", QueueConfig(max_concurrency=100), clock())
-    await storage.put_queue("b", QueueConfig(max_concurrency=100), clock())
-    await storage.enqueue(in_queue("a", [new(breaker=ORIGIN)]), clock())  # due first, then paused
+async def test_no_probe_is_released_into_a_paused_queue(storage: Storage, clock: VirtualClock) -> None:
+    await storage.put_queue("a", QueueConfig(max_concurrency=100), clock.now())
+    await storage.put_queue("b", QueueConfig(max_concurrency=100), clock.now())
+    await storage.enqueue(in_queue("a", [new(breaker=ORIGIN)]), clock.now())  # due first, then paused
     failing = in_queue("b", [new(breaker=ORIGIN) for _ in range(3)])
     await storage.enqueue(failing, clock.advance(1))
-    await storage.update_queue("a", lambda c: replace(c, paused=True), clock())
-    claimed = await claim(storage, clock())
+    await storage.update_queue("a", lambda c: replace(c, paused=True), clock.now())
+    claimed = await claim(storage, clock.now())
     waiting_b = in_queue("b", [new(breaker=ORIGIN)])
-    await storage.enqueue(waiting_b, clock())
-    opened_at = clock()
-    await storage.record_results([outcome(c, clock(), "fail") for c in claimed], clock(), RULES)
-    clock.now = opened_at + timedelta(seconds=30)
-    assert await storage.release_probes(clock()) == 1
-    [probe] = await claim(storage, clock())
+    await storage.enqueue(waiting_b, clock.now())
+    opened_at = clock.now()
+    await storage.record_results([outcome(c, clock.now(), "fail") for c in claimed], clock.now(), RULES)
+    clock.set(opened_at + timedelta(seconds=30))
+    assert await storage.release_probes(clock.now()) == 1
+    [probe] = await claim(storage, clock.now())
     assert probe.queue == "b"
 
 
 async def test_recover_and_retry_deliver_to_the_endpoint_url_of_now(
-    storage: Storage, clock: FakeClock
+    storage: Storage, clock: VirtualClock
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
-    since = clock()
+    since = clock.now()
     ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(2)]
-    claimed = await claim(storage, clock())
-    await storage.record_results([outcome(c, clock(), None, "failed", 404) for c in claimed], clock(), RULES)
+    claimed = await claim(storage, clock.now())
+    await storage.record_results(
+        [outcome(c, clock.now(), None, "failed", 404) for c in claimed], clock.now(), RULES
+    )
     fixed = "http://127.0.0.1:9/fixed"
     await storage.update_endpoint(created.id, lambda s: replace(s, url=fixed), clock.advance(1))
     assert (await task(storage, ids[0])).url == URL  # a finished delivery keeps its record
-    assert (await storage.retry_task(ids[0], clock())).url == fixed
-    assert await storage.recover_endpoint(created.id, since, clock()) == 1
+    assert (await storage.retry_task(ids[0], clock.now())).url == fixed
+    assert await storage.recover_endpoint(created.id, since, clock.now()) == 1
     assert (await task(storage, ids[1])).url == fixed

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.pg_waits import wait_for_lock_waiters
 from workly.breaker import HELD_UNTIL
 from workly.errors import StorageConflict
@@ -38,16 +38,18 @@ async def running_of_key(conn: asyncpg.Connection, key: str) -> int:
 
 
 async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storages = [await PostgresStorage.open(pg_url) for _ in range(3)]
     claim_x, claim_b, api = storages
     try:
-        await api.put_queue("q", QueueConfig(max_concurrency=10, ordering="key", max_attempts=1), clock())
+        await api.put_queue("q", QueueConfig(max_concurrency=10, ordering="key", max_attempts=1), clock.now())
         h1, h2 = new(key="k"), new(key="k")
-        await api.enqueue([h1, h2], clock())
-        [first] = (await api.claim_tasks(10, clock(), token(), MARGIN)).tasks
-        await api.record_results([result_for(first, clock(), "failed", 400)], clock())  # h2 is the head now
+        await api.enqueue([h1, h2], clock.now())
+        [first] = (await api.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+        await api.record_results(
+            [result_for(first, clock.now(), "failed", 400)], clock.now()
+        )  # h2 is the head now
 
         blocker = pg.transaction()
         await blocker.start()
@@ -55,11 +57,11 @@ async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
             "SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE"
         )  # as a claim in progress
         # One at a time, so that they queue up on the queue's row in this order: x, the retry, b.
-        x = asyncio.create_task(claim_x.claim_tasks(10, clock(), token(), MARGIN))  # reads: head h2
+        x = asyncio.create_task(claim_x.claim_tasks(10, clock.now(), token(), MARGIN))  # reads: head h2
         await wait_for_lock_waiters(pg, 1)
-        retry = asyncio.create_task(api.retry_task(h1.id, clock()))  # h1 would be the head again
+        retry = asyncio.create_task(api.retry_task(h1.id, clock.now()))  # h1 would be the head again
         await wait_for_lock_waiters(pg, 2)
-        b = asyncio.create_task(claim_b.claim_tasks(10, clock(), token(), MARGIN))
+        b = asyncio.create_task(claim_b.claim_tasks(10, clock.now(), token(), MARGIN))
         await wait_for_lock_waiters(pg, 3)
         await blocker.commit()
         async with asyncio.timeout(10):
@@ -72,13 +74,13 @@ async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
 
 
 async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_deadlock(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new()], clock())
-        [claimed] = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
-        result = result_for(claimed, clock(), "succeeded")
+        await storage.enqueue([new()], clock.now())
+        [claimed] = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+        result = result_for(claimed, clock.now(), "succeeded")
         batch = pg.transaction()
         await batch.start()
         await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE", claimed.seq)  # the batch's row lock
@@ -90,7 +92,7 @@ async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_dea
             "attempts": [result.attempt], "started_ats": [result.started_at],
             "finished_ats": [result.finished_at], "status_codes": [result.status_code],
             "errors": [result.error], "responses": [result.response], "outcomes": [result.outcome],
-            "next_run_ats": [result.next_run_at], "sents": [True], "now": clock(), "ok_keys": [],
+            "next_run_ats": [result.next_run_at], "sents": [True], "now": clock.now(), "ok_keys": [],
             "held_until": HELD_UNTIL,
         }))  # fmt: skip
         await batch.commit()
@@ -102,41 +104,42 @@ async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_dea
 
 
 async def test_recount_repairs_a_counter_that_drifted(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.put_queue("q", QueueConfig(max_concurrency=2), clock())
-        await storage.enqueue([new() for _ in range(4)], clock())
-        running = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+        await storage.put_queue("q", QueueConfig(max_concurrency=2), clock.now())
+        await storage.enqueue([new() for _ in range(4)], clock.now())
+        running = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
         await storage.record_results(
-            [result_for(running[0], clock(), "succeeded")], clock()
+            [result_for(running[0], clock.now(), "succeeded")], clock.now()
         )  # a release waits
         await pg.execute(
             "UPDATE queues SET running = 7 WHERE name = 'q'"
         )  # as an older version might leave it
-        assert (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks == []
+        assert (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks == []
         assert await storage.recount_running() == 1
         assert await storage.recount_running() == 0  # nothing left to repair
         assert (
-            len((await storage.claim_tasks(10, clock() + timedelta(seconds=1), token(), MARGIN)).tasks) == 1
+            len((await storage.claim_tasks(10, clock.now() + timedelta(seconds=1), token(), MARGIN)).tasks)
+            == 1
         )
     finally:
         await storage.close()
 
 
 async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.put_queue("q", QueueConfig(max_concurrency=10, ordering="key"), clock())
+        await storage.put_queue("q", QueueConfig(max_concurrency=10, ordering="key"), clock.now())
         head = new(key="k")
-        await storage.enqueue([head, new(key="k")], clock())
+        await storage.enqueue([head, new(key="k")], clock.now())
         blocker = pg.transaction()
         await blocker.start()
         await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")
-        late = asyncio.create_task(storage.claim_tasks(10, clock(), token(), MARGIN))  # reads: head due
+        late = asyncio.create_task(storage.claim_tasks(10, clock.now(), token(), MARGIN))  # reads: head due
         await wait_for_lock_waiters(pg, 1)
         # Meanwhile another process claims the head, delivers it, and schedules a retry.
         other = await asyncpg.connect(pg_url)
@@ -144,7 +147,7 @@ async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
             await other.execute(
                 "UPDATE tasks SET status = 'ready', attempts = 1, run_at = $2 WHERE id = $1",
                 head.id,
-                clock() + timedelta(seconds=60),
+                clock.now() + timedelta(seconds=60),
             )
         finally:
             await other.close()
@@ -157,15 +160,15 @@ async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
 
 
 async def test_an_enqueue_into_a_queue_deleted_under_it_is_a_conflict_in_workly_words(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.put_queue("q", QueueConfig(), clock())
+        await storage.put_queue("q", QueueConfig(), clock.now())
         deleting = pg.transaction()
         await deleting.start()
         await pg.execute("SELECT 1 FROM queues WHERE name = 'q' FOR UPDATE")  # as a DELETE about to run
-        enqueue = asyncio.create_task(storage.enqueue([new()], clock()))  # its foreign key check waits
+        enqueue = asyncio.create_task(storage.enqueue([new()], clock.now()))  # its foreign key check waits
         await wait_for_lock_waiters(pg, 1)
         await pg.execute("DELETE FROM queues WHERE name = 'q'")
         await deleting.commit()
@@ -179,7 +182,7 @@ async def test_an_enqueue_into_a_queue_deleted_under_it_is_a_conflict_in_workly_
 
 
 async def test_an_eager_enqueue_queued_between_a_claim_and_a_queue_delete_does_not_deadlock(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     # The eager enqueue (one statement) asks for NO KEY UPDATE on its queue's row and then,
     # inserting, for KEY SHARE (its foreign key check); a delete of the queue (which
@@ -188,14 +191,14 @@ async def test_an_eager_enqueue_queued_between_a_claim_and_a_queue_delete_does_n
     storages = [await PostgresStorage.open(pg_url) for _ in range(3)]
     api, admin, claimer = storages
     try:
-        await api.put_queue("q", QueueConfig(max_concurrency=5), clock())
+        await api.put_queue("q", QueueConfig(max_concurrency=5), clock.now())
         blocker = pg.transaction()
         await blocker.start()
         await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")  # a claim
-        eager = asyncio.create_task(api.enqueue([new(), new()], clock(), LeaseOffer(10, token(), MARGIN)))
+        eager = asyncio.create_task(api.enqueue([new(), new()], clock.now(), LeaseOffer(10, token(), MARGIN)))
         await wait_for_lock_waiters(pg, 1)
         async with asyncio.timeout(10):
-            claimed = await claimer.claim_tasks(10, clock(), token(), MARGIN)
+            claimed = await claimer.claim_tasks(10, clock.now(), token(), MARGIN)
         assert claimed.tasks == []
         delete = asyncio.create_task(admin.delete_queue("q"))
         await wait_for_lock_waiters(pg, 2)
@@ -210,7 +213,7 @@ async def test_an_eager_enqueue_queued_between_a_claim_and_a_queue_delete_does_n
 
 
 async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_row(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     # An application's open transaction holds a task with key "k" (workly.enqueue_task, say).
     # An eager enqueue of the same key waits for it; meanwhile a claim must still get at the
@@ -219,7 +222,7 @@ async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_ro
     api, other, claimer = storages
     application = await asyncpg.connect(pg_url)
     try:
-        await api.put_queue("q", QueueConfig(max_concurrency=5), clock())
+        await api.put_queue("q", QueueConfig(max_concurrency=5), clock.now())
         held = application.transaction()
         await held.start()
         await application.execute(
@@ -227,15 +230,15 @@ async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_ro
                                   idempotency_key, created_at, updated_at)
                VALUES ('task_app', 'q', 'ready', 'http://127.0.0.1:9/', 'POST', '{}', '', $1, 0, 'k',
                        $1, $1)""",
-            clock(),
+            clock.now(),
         )
         keyed = new(idempotency_key="k")
-        eager = asyncio.create_task(api.enqueue([keyed], clock(), LeaseOffer(10, token(), MARGIN)))
+        eager = asyncio.create_task(api.enqueue([keyed], clock.now(), LeaseOffer(10, token(), MARGIN)))
         await wait_for_lock_waiters(pg, 1)  # on the application's transaction
         plain = new()
-        await other.enqueue([plain], clock())
+        await other.enqueue([plain], clock.now())
         async with asyncio.timeout(10):
-            claimed = await claimer.claim_tasks(10, clock(), token(), MARGIN)
+            claimed = await claimer.claim_tasks(10, clock.now(), token(), MARGIN)
         assert [task.id for task in claimed.tasks] == [plain.id]
         await held.rollback()  # the key is free again: the waiting enqueue stores its task
         async with asyncio.timeout(10):

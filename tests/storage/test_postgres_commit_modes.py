@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
 
@@ -27,15 +27,15 @@ async def commit_mode(conn: asyncpg.Connection) -> str:
 
 
 async def test_a_claim_commits_without_waiting_for_the_flush_and_leaves_the_session_as_it_was(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new()], clock())
+        await storage.enqueue([new()], clock.now())
     finally:
         await storage.close()
     claim = postgres_queries().claim_tasks
-    values = {"now": clock(), "limit": 10, "lease_token": token(), "lease_margin": MARGIN}
+    values = {"now": clock.now(), "limit": 10, "lease_token": token(), "lease_margin": MARGIN}
     async with pg.transaction():
         found = await pg.fetch(claim.sql, *claim.args(values))
         assert len(found) == 2  # the task and the row without one
@@ -44,16 +44,16 @@ async def test_a_claim_commits_without_waiting_for_the_flush_and_leaves_the_sess
 
 
 async def test_after_claims_and_results_the_pooled_connection_still_commits_enqueues_synchronously(
-    pg_url: str, clock: FakeClock
+    pg_url: str, clock: VirtualClock
 ) -> None:
     joiner = "&" if "?" in pg_url else "?"
     storage = await PostgresStorage.open(f"{pg_url}{joiner}pool_max_conns=1")  # one connection serves all
     try:
-        await storage.enqueue([new(), new()], clock())
-        claimed = (await storage.claim_tasks(10, clock(), token(), MARGIN)).tasks
+        await storage.enqueue([new(), new()], clock.now())
+        claimed = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
         assert len(claimed) == 2
-        results = [result_for(task, clock(), "succeeded") for task in claimed]
-        summary = await storage.record_results(results, clock())
+        results = [result_for(task, clock.now(), "succeeded") for task in claimed]
+        summary = await storage.record_results(results, clock.now())
         assert summary.accepted == 2
         pool = storage._pool  # what the next enqueue would use
         async with pool.acquire() as conn:

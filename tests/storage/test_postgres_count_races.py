@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.pg_waits import wait_for_lock_waiters
 from workly.delivery_stats import MinuteStats, minute_of
 from workly.storage import postgres as postgres_module
@@ -38,11 +38,11 @@ async def truth(conn: asyncpg.Connection) -> dict[tuple[str, str], int]:
 
 
 async def test_a_fold_leaves_an_uncommitted_change_to_count_when_it_commits(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new() for _ in range(4)], clock())
+        await storage.enqueue([new() for _ in range(4)], clock.now())
         change = pg.transaction()
         await change.start()
         await pg.execute("UPDATE tasks SET status = 'canceled' WHERE seq = (SELECT min(seq) FROM tasks)")
@@ -58,12 +58,12 @@ async def test_a_fold_leaves_an_uncommitted_change_to_count_when_it_commits(
 
 
 async def test_two_folds_at_once_count_every_row_once(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
         for _ in range(3):
-            await storage.enqueue([new(), new()], clock())  # three appended rows
+            await storage.enqueue([new(), new()], clock.now())  # three appended rows
         fold = postgres_queries().fold_task_counts
         first = pg.transaction()
         await first.start()
@@ -79,18 +79,20 @@ async def test_two_folds_at_once_count_every_row_once(
         await storage.close()
 
 
-async def test_concurrent_writers_and_folds_end_with_the_true_counts(pg_url: str, clock: FakeClock) -> None:
+async def test_concurrent_writers_and_folds_end_with_the_true_counts(
+    pg_url: str, clock: VirtualClock
+) -> None:
     storages = [await PostgresStorage.open(pg_url) for _ in range(4)]
 
     async def work(storage: PostgresStorage, rounds: int) -> None:
         for _ in range(rounds):
-            await storage.enqueue([new(queue=queue) for queue in ("a", "b", "a")], clock())
-            claim = await storage.claim_tasks(2, clock(), token(), MARGIN)
+            await storage.enqueue([new(queue=queue) for queue in ("a", "b", "a")], clock.now())
+            claim = await storage.claim_tasks(2, clock.now(), token(), MARGIN)
             outcomes = ["succeeded", "failed"]
             await storage.record_results(
-                [result_for(task, clock(), outcomes[i % 2], 200 if i % 2 == 0 else 400)  # type: ignore[arg-type]
+                [result_for(task, clock.now(), outcomes[i % 2], 200 if i % 2 == 0 else 400)  # type: ignore[arg-type]
                  for i, task in enumerate(claim.tasks)],
-                clock(),
+                clock.now(),
             )  # fmt: skip
 
     async def fold(storage: PostgresStorage, rounds: int) -> None:
@@ -115,12 +117,12 @@ async def test_concurrent_writers_and_folds_end_with_the_true_counts(pg_url: str
 
 
 async def test_a_truncate_during_a_fold_leaves_no_counts(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
         for _ in range(5):
-            await storage.enqueue([new()], clock())
+            await storage.enqueue([new()], clock.now())
         fold = pg.transaction()
         await fold.start()
         await pg.execute(postgres_queries().fold_task_counts.sql)  # its sum inserted, not committed
@@ -137,12 +139,12 @@ async def test_a_truncate_during_a_fold_leaves_no_counts(
 
 
 async def test_the_fold_leaves_folded_counts_alone(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new(), new(queue="b")], clock())
-        await storage.enqueue([new()], clock())
+        await storage.enqueue([new(), new(queue="b")], clock.now())
+        await storage.enqueue([new()], clock.now())
         await storage.fold_task_counts()
         rows = await pg.fetch("SELECT ctid, queue, status, n FROM task_counts ORDER BY queue")
         assert [(row["queue"], row["n"]) for row in rows] == [("b", 1), ("q", 2)]
@@ -153,10 +155,10 @@ async def test_the_fold_leaves_folded_counts_alone(
 
 
 async def test_flushes_of_the_same_minutes_wait_for_each_other_without_a_deadlock(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
-    first, second = (MinuteStats("queue", name, minute_of(clock()), succeeded=1) for name in ("a", "b"))
+    first, second = (MinuteStats("queue", name, minute_of(clock.now()), succeeded=1) for name in ("a", "b"))
     upsert = postgres_queries().add_delivery_minute
     try:
         other = pg.transaction()  # another process's flush, in key order: "a" first

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.models import QueueConfig
 from workly.storage.postgres import PostgresStorage
 from workly.storage.postgres_indexes import REINDEX_APPLICATION, REINDEX_LOCK
@@ -32,25 +32,25 @@ async def size(pg: asyncpg.Connection, index: str) -> int:
     return found
 
 
-async def churn(storage: PostgresStorage, clock: FakeClock, tasks: int) -> None:
+async def churn(storage: PostgresStorage, clock: VirtualClock, tasks: int) -> None:
     """``tasks`` tasks through their lives; every STAYS_EVERY-th fails, the rest are pruned."""
-    await storage.put_queue("q", QueueConfig(max_concurrency=1000, max_attempts=1), clock())
+    await storage.put_queue("q", QueueConfig(max_concurrency=1000, max_attempts=1), clock.now())
     for _ in range(tasks // 500):
         # Every task with an idempotency key, as many senders give: a partial index as large
         # as the table's, with long-lived rows like the full ones.
-        await storage.enqueue([new(idempotency_key=uuid.uuid4().hex) for _ in range(500)], clock())
-        claimed = (await storage.claim_tasks(500, clock(), token(), MARGIN)).tasks
+        await storage.enqueue([new(idempotency_key=uuid.uuid4().hex) for _ in range(500)], clock.now())
+        claimed = (await storage.claim_tasks(500, clock.now(), token(), MARGIN)).tasks
         results = [
-            result_for(task, clock(), "failed" if task.seq % STAYS_EVERY == 0 else "succeeded", 500)
+            result_for(task, clock.now(), "failed" if task.seq % STAYS_EVERY == 0 else "succeeded", 500)
             for task in claimed
         ]
-        await storage.record_results(results, clock())
+        await storage.record_results(results, clock.now())
     while await storage.prune_succeeded(clock.advance(60), limit=5000):
         pass
 
 
 async def test_bloated_indexes_are_rebuilt_to_what_their_entries_need(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
@@ -77,7 +77,7 @@ async def test_bloated_indexes_are_rebuilt_to_what_their_entries_need(
         await storage.close()
 
 
-async def test_one_process_at_a_time(pg_url: str, pg: asyncpg.Connection, clock: FakeClock) -> None:
+async def test_one_process_at_a_time(pg_url: str, pg: asyncpg.Connection, clock: VirtualClock) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
         await churn(storage, clock, 2_000)
@@ -91,11 +91,11 @@ async def test_one_process_at_a_time(pg_url: str, pg: asyncpg.Connection, clock:
 
 
 async def test_what_an_interrupted_rebuild_left_behind_is_dropped(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new(), new()], clock())  # two tasks of one queue
+        await storage.enqueue([new(), new()], clock.now())  # two tasks of one queue
         # A concurrent build that fails leaves its index behind, invalid, as an interrupted
         # REINDEX CONCURRENTLY leaves <index>_ccnew.
         with pytest.raises(asyncpg.exceptions.UniqueViolationError):
@@ -108,7 +108,7 @@ async def test_what_an_interrupted_rebuild_left_behind_is_dropped(
 
 
 async def test_a_role_that_may_not_rebuild_is_told_once_and_not_asked_again(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     owner = await PostgresStorage.open(pg_url)
     await owner.close()  # the tables exist, owned by the test's superuser

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import new, result_for, token
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.pg_waits import wait_for_lock_waiters
 from workly.errors import StorageContention
 from workly.models import ClaimedTask, QueueConfig
@@ -29,10 +29,10 @@ pytestmark = pytest.mark.postgres
 MARGIN = 30.0
 
 
-async def running(storage: PostgresStorage, clock: FakeClock, count: int) -> list[ClaimedTask]:
-    await storage.put_queue("q", QueueConfig(max_concurrency=count), clock())
-    await storage.enqueue([new() for _ in range(count)], clock())
-    claimed = (await storage.claim_tasks(count, clock(), token(), MARGIN)).tasks
+async def running(storage: PostgresStorage, clock: VirtualClock, count: int) -> list[ClaimedTask]:
+    await storage.put_queue("q", QueueConfig(max_concurrency=count), clock.now())
+    await storage.enqueue([new() for _ in range(count)], clock.now())
+    claimed = (await storage.claim_tasks(count, clock.now(), token(), MARGIN)).tasks
     assert len(claimed) == count
     return sorted(claimed, key=lambda task: task.seq)
 
@@ -42,7 +42,7 @@ async def lease_of(pg: asyncpg.Connection, seq: int) -> object:
 
 
 async def test_the_heartbeat_never_waits_for_a_task_row_another_transaction_holds(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
@@ -63,7 +63,7 @@ async def test_the_heartbeat_never_waits_for_a_task_row_another_transaction_hold
 
 
 async def test_a_result_batch_locks_its_tasks_in_seq_order_before_writing_any(
-    pg_url: str, pg: asyncpg.Connection, clock: FakeClock
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     probe = await asyncpg.connect(pg_url)
@@ -74,8 +74,8 @@ async def test_a_result_batch_locks_its_tasks_in_seq_order_before_writing_any(
             await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR NO KEY UPDATE", high.seq)
             # The batch names the highest task first: it still locks the lowest one first,
             # and every other, then waits here for the highest.
-            results = [result_for(task, clock(), "succeeded") for task in reversed(tasks)]
-            recording = asyncio.create_task(storage.record_results(results, clock()))
+            results = [result_for(task, clock.now(), "succeeded") for task in reversed(tasks)]
+            recording = asyncio.create_task(storage.record_results(results, clock.now()))
             await wait_for_lock_waiters(pg, 1)
             with pytest.raises(asyncpg.exceptions.LockNotAvailableError):
                 await probe.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE NOWAIT", low.seq)

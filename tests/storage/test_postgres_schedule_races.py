@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from tests.storage.helpers import URL
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from tests.support.pg_waits import wait_for_lock_waiters
 from workly.ids import new_id, new_task_id
 from workly.models import NewTask, QueueConfig
@@ -46,16 +46,16 @@ async def pair(pg_url: str) -> AsyncIterator[Pair]:
 
 async def race(
     pair: Pair,
-    clock: FakeClock,
+    clock: VirtualClock,
     change: Callable[[PostgresStorage, Schedule], Awaitable[object]],
 ) -> tuple[Schedule, object]:
     """Create a schedule, stall its firing at the minute on the queue row, start ``change``
     behind it, let both finish; the schedule as created, and what ``change`` returned."""
     scheduler, api, holder = pair
-    await api.put_queue("q", QueueConfig(), clock())
-    schedule = await api.create_schedule(new_id("sch"), SPEC, first_run(SPEC, clock()), clock())
+    await api.put_queue("q", QueueConfig(), clock.now())
+    schedule = await api.create_schedule(new_id("sch"), SPEC, first_run(SPEC, clock.now()), clock.now())
     clock.advance(60)
-    now = clock()
+    now = clock.now()
     blocker = holder.transaction()
     await blocker.start()
     await holder.execute("SELECT name FROM queues WHERE name = 'q' FOR UPDATE")
@@ -77,20 +77,20 @@ async def tasks(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     return list(await conn.fetch("SELECT id, run_at, idempotency_key FROM tasks ORDER BY run_at"))
 
 
-async def test_a_pause_waits_for_the_firing_and_then_holds(pair: Pair, clock: FakeClock) -> None:
+async def test_a_pause_waits_for_the_firing_and_then_holds(pair: Pair, clock: VirtualClock) -> None:
     def pause(current: Schedule) -> tuple[ScheduleSpec, datetime | None]:
         return replace(current.spec, paused=True), None
 
-    schedule, paused = await race(pair, clock, lambda api, s: api.update_schedule(s.id, pause, clock()))
+    schedule, paused = await race(pair, clock, lambda api, s: api.update_schedule(s.id, pause, clock.now()))
     assert isinstance(paused, Schedule)
     [task] = await tasks(pair[2])
     assert (paused.spec.paused, paused.next_run_at, paused.last_task_id) == (True, None, task["id"])
     assert paused.last_run_at == schedule.next_run_at
 
 
-async def test_a_trigger_waits_for_the_firing_and_finds_its_task(pair: Pair, clock: FakeClock) -> None:
+async def test_a_trigger_waits_for_the_firing_and_finds_its_task(pair: Pair, clock: VirtualClock) -> None:
     def trigger(api: PostgresStorage, schedule: Schedule) -> Awaitable[tuple[Fired, Schedule]]:
-        now = clock()  # the firing's instant: the trigger's key is that firing's key
+        now = clock.now()  # the firing's instant: the trigger's key is that firing's key
         plan = lambda s: plan_firing(s, now, new_task_id(), new_id("evt"), trigger=True)  # noqa: E731
         return api.trigger_schedule(schedule.id, now, plan, new_task_id)
 
@@ -103,7 +103,7 @@ async def test_a_trigger_waits_for_the_firing_and_finds_its_task(pair: Pair, clo
     assert after.next_run_at == schedule.next_run_at + timedelta(minutes=1)  # the firing moved it on
 
 
-async def test_a_delete_waits_for_the_firing_and_leaves_its_task(pair: Pair, clock: FakeClock) -> None:
+async def test_a_delete_waits_for_the_firing_and_leaves_its_task(pair: Pair, clock: VirtualClock) -> None:
     schedule, _ = await race(pair, clock, lambda api, s: api.delete_schedule(s.id))
     assert await pair[1].get_schedule(schedule.id) is None
     [task] = await tasks(pair[2])

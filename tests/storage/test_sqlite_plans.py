@@ -7,18 +7,20 @@ import sqlite3
 from pathlib import Path
 
 from tests.storage.helpers import new
-from tests.support.clock import FakeClock
+from tests.support.clock import VirtualClock
 from workly.json_text import to_json
 from workly.storage.queries import sqlite_queries
 from workly.storage.sqlite import SqliteStorage
 
 
-async def test_an_idempotency_lookup_searches_the_idempotency_index(tmp_path: Path, clock: FakeClock) -> None:
+async def test_an_idempotency_lookup_searches_the_idempotency_index(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
     path = tmp_path / "plan.db"
     storage = await SqliteStorage.open(f"sqlite:///{path}")
     try:
         await storage.migrate()
-        await storage.enqueue([new(idempotency_key=f"k{n}") for n in range(200)], clock())
+        await storage.enqueue([new(idempotency_key=f"k{n}") for n in range(200)], clock.now())
     finally:
         await storage.close()
     query = sqlite_queries().get_tasks_by_idempotency_keys

@@ -37,6 +37,7 @@ class Receiver:
         self.requests: list[Received] = []
         self._scripts: dict[str, deque[int]] = defaultdict(deque)
         self._delays: dict[str, float] = {}
+        self._gates: dict[str, asyncio.Event] = {}
         self._redirects: dict[str, str] = {}
         self._bodies: dict[str, bytes] = {}
         self.in_flight = 0
@@ -61,6 +62,14 @@ class Receiver:
     def delay(self, path: str, seconds: float) -> None:
         """Hold each request to ``path`` (or under it, when it ends with "/") this long."""
         self._delays[path] = seconds
+
+    def hold(self, path: str) -> None:
+        """Hold each request to ``path`` unanswered until ``release(path)``."""
+        self._gates[path] = asyncio.Event()
+
+    def release(self, path: str) -> None:
+        """Answer the requests held at ``path``, and those that come later at once."""
+        self._gates[path].set()
 
     def _delay_for(self, path: str) -> float:
         if path in self._delays:
@@ -94,6 +103,8 @@ class Receiver:
         self.peak_at[request.path] = max(self.peak_at[request.path], self.in_flight_at[request.path])
         try:
             await asyncio.sleep(self._delay_for(request.path))
+            if request.path in self._gates:
+                await self._gates[request.path].wait()
         finally:
             self.in_flight -= 1
             self.in_flight_at[request.path] -= 1

@@ -21,7 +21,7 @@ import httpx
 import uvicorn
 
 from workly.app import create_app
-from workly.clock import Clock, system_clock
+from workly.clock import Clock
 from workly.config import Settings
 from workly.service import Service
 
@@ -48,7 +48,7 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def in_process(
-    settings: Settings, clock: Clock = system_clock, **client_options: Any
+    settings: Settings, clock: Clock | None = None, **client_options: Any
 ) -> AsyncIterator[tuple[Service, httpx.AsyncClient]]:
     """The service, started, and a client that calls its app directly (no socket, no
     uvicorn): for tests of what the API answers rather than of how bytes travel."""
@@ -63,7 +63,7 @@ async def in_process(
 
 
 @asynccontextmanager
-async def running_app(settings: Settings, clock: Clock = system_clock) -> AsyncIterator[str]:
+async def running_app(settings: Settings, clock: Clock | None = None) -> AsyncIterator[str]:
     """Serve the app with uvicorn on 127.0.0.1 in this event loop; yield its base URL."""
     config = uvicorn.Config(
         create_app(Service(settings, clock), anonymous=True),

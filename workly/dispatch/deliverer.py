@@ -82,23 +82,23 @@ class Deliverer:
         return {**shown, **{name: value for name, value in where.items() if value is not None}}
 
     async def _attempt(self, task: ClaimedTask, trace: TraceContext | None) -> DeliveryOutcome:
-        started = self._clock()
+        started = self._clock.now()
         headers = self._headers(task, int(started.timestamp()), trace)
         try:
             max_body = self._capture_limit if task.capture_response else None
             response = await self._client.request(
                 task.method, task.url, headers, task.body, max_body, timeout=task.timeout
             )
-            finished = self._clock()
+            finished = self._clock.now()
             retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
         except TimeoutError:
             error = f"timeout: no response within {task.timeout:g}s"
-            return DeliveryOutcome(started, self._clock(), error=error, timed_out=True)
+            return DeliveryOutcome(started, self._clock.now(), error=error, timed_out=True)
         except Blocked as exc:  # nothing was sent; a retry would meet the same policy
             # The details (which name resolved to which internal address) stay in the server
             # log: the attempt is readable through the API, and must not map the network.
             log.warning("delivery of task %s blocked: %s", task.id, exc)
-            return DeliveryOutcome(started, self._clock(), error=BLOCKED, permanent=True)
+            return DeliveryOutcome(started, self._clock.now(), error=BLOCKED, permanent=True)
         except ConnectError as exc:
             error = f"connection failed: {exc}"
         except HttpError as exc:
@@ -113,7 +113,7 @@ class Deliverer:
                 response=response.body,
                 retry_after=retry_after,
             )
-        return DeliveryOutcome(started_at=started, finished_at=self._clock(), error=error)
+        return DeliveryOutcome(started_at=started, finished_at=self._clock.now(), error=error)
 
     def _headers(self, task: ClaimedTask, timestamp: int, trace: TraceContext | None) -> dict[str, str]:
         """The task's headers, a default user-agent unless it has one, and the signature

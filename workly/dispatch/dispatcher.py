@@ -94,12 +94,14 @@ class Dispatcher:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self.heartbeats = 0
         self._stopping = False
-        self.last_tick = time.monotonic()
+        self.last_tick = clock.monotonic()
 
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         self._loop_task = asyncio.create_task(self._run(), name="workly-dispatcher")
-        self._heartbeat_task = run_every(self._lease_margin / 3, self._heartbeat, "heartbeat", log)
+        self._heartbeat_task = run_every(
+            self._clock, self._lease_margin / 3, self._heartbeat, "heartbeat", log
+        )
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming, give in-flight deliveries ``grace`` seconds (or until ``abandon``),
@@ -116,10 +118,10 @@ class Dispatcher:
                 grace,
                 len(self._in_flight),
             )
-            deadline = time.monotonic() + grace
+            deadline = self._clock.monotonic() + grace
             # Waiting tasks start as deliveries end: wait for those too, within the grace.
-            while self._in_flight and not self._abandon.is_set() and time.monotonic() < deadline:
-                await self._all_done_or_abandoned(list(self._in_flight), deadline - time.monotonic())
+            while self._in_flight and not self._abandon.is_set() and self._clock.monotonic() < deadline:
+                await self._all_done_or_abandoned(list(self._in_flight), deadline)
         still_running = [delivery for delivery in self._in_flight if not delivery.done()]
         for delivery in still_running:
             delivery.cancel()
@@ -135,11 +137,13 @@ class Dispatcher:
         them now; their leases bring them back through the reaper."""
         self._abandon.set()
 
-    async def _all_done_or_abandoned(self, deliveries: list[asyncio.Task[None]], grace: float) -> None:
+    async def _all_done_or_abandoned(self, deliveries: list[asyncio.Task[None]], deadline: float) -> None:
         every = asyncio.ensure_future(asyncio.wait(deliveries))  # cancelled, it leaves them running
         abandoned = asyncio.ensure_future(self._abandon.wait())
         try:
-            await asyncio.wait([every, abandoned], timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+            with contextlib.suppress(TimeoutError):
+                async with self._clock.timeout_at(deadline):
+                    await asyncio.wait([every, abandoned], return_when=asyncio.FIRST_COMPLETED)
         finally:
             every.cancel()
             abandoned.cancel()
@@ -150,7 +154,7 @@ class Dispatcher:
 
     def alive(self, stall_seconds: float) -> bool:
         running = self._loop_task is not None and not self._loop_task.done()
-        return running and time.monotonic() - self.last_tick < stall_seconds
+        return running and self._clock.monotonic() - self.last_tick < stall_seconds
 
     def wake(self) -> None:
         """Claim now instead of at the next poll: work may be claimable (the service's
@@ -181,7 +185,7 @@ class Dispatcher:
     # --- the loop ------------------------------------------------------------------
     async def _run(self) -> None:
         while not self._stopping:
-            self.last_tick = time.monotonic()
+            self.last_tick = self._clock.monotonic()
             self._wake.clear()
             wanted = self._free_slots()
             claim = await self._claim(wanted) if wanted > 0 else Claim([])
@@ -202,7 +206,7 @@ class Dispatcher:
         started = time.time_ns()
         try:
             lease = self._new_lease_token()
-            claim = await self._storage.claim_tasks(wanted, self._clock(), lease, self._lease_margin)
+            claim = await self._storage.claim_tasks(wanted, self._clock.now(), lease, self._lease_margin)
         except Exception:
             log.exception("claim failed; retrying after the poll interval")
             return Claim([])
@@ -226,13 +230,12 @@ class Dispatcher:
         held = [*self._in_flight.values(), *self._waiting]
         leases = [(task.seq, task.lease_token) for task in held]
         if leases:
-            await self._storage.extend_leases(leases, self._clock(), self._lease_margin)
+            await self._storage.extend_leases(leases, self._clock.now(), self._lease_margin)
             self.heartbeats += 1
 
     async def _sleep(self, rate_wait: float | None) -> None:
         timeout = self._poll_interval if rate_wait is None else min(self._poll_interval, rate_wait)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+        await self._clock.wait(self._wake, timeout)
 
     # --- deliveries ------------------------------------------------------------------
     def _start_delivery(self, task: ClaimedTask) -> None:
@@ -256,11 +259,11 @@ class Dispatcher:
         self._wake.set()
 
     async def _deliver(self, task: ClaimedTask) -> None:
-        late = overdue(task, self._clock())
+        late = overdue(task, self._clock.now())
         if late is not None:
             log.info("task %s not sent: %s", task.id, late.error)
             self._metrics.deliveries_of(task.queue, late.outcome).inc()
-            self._rollup.add(task.queue, task.endpoint_id, self._clock(), late.outcome, None)
+            self._rollup.add(task.queue, task.endpoint_id, self._clock.now(), late.outcome, None)
             await self._submit(task, late)
             return
         outcome = await self._deliverer.deliver(task)
@@ -288,18 +291,17 @@ class Dispatcher:
         pause = _RESULT_RETRY_FIRST
         while True:
             try:
-                async with asyncio.timeout_at(deadline):  # a retry may wait on a dead connection
+                async with self._clock.timeout_at(deadline):  # a retry may wait on a dead connection
                     await self._results.submit(result)
                 return
             except (StorageUnavailable, TimeoutError) as exc:
-                loop = asyncio.get_running_loop()
                 if deadline is None:
-                    deadline = loop.time() + self._lease_margin
+                    deadline = self._clock.monotonic() + self._lease_margin
                     log.warning("recording the result of task %s failed (%s); retrying", task.id, exc)
-                if self._stopping or loop.time() + pause >= deadline:
+                if self._stopping or self._clock.monotonic() + pause >= deadline:
                     log.error("recording the result of task %s failed; its lease brings it back", task.id)
                     return
-                await asyncio.sleep(pause)
+                await self._clock.sleep(pause)
                 pause = min(pause * 2, _RESULT_RETRY_MOST)
                 if not await self._still_leased(task, deadline):
                     return
@@ -312,9 +314,9 @@ class Dispatcher:
         """Whether ``task`` is still running under this delivery's lease (now extended); a
         database still unavailable counts as held, to be asked again after the next try."""
         try:
-            async with asyncio.timeout_at(deadline):
+            async with self._clock.timeout_at(deadline):
                 held = await self._storage.extend_leases(
-                    [(task.seq, task.lease_token)], self._clock(), self._lease_margin
+                    [(task.seq, task.lease_token)], self._clock.now(), self._lease_margin
                 )
         except (StorageUnavailable, TimeoutError):
             return True
@@ -336,7 +338,7 @@ class Dispatcher:
             m.first_attempt_latency_of(task.queue).observe(max(0.0, waited))
 
     async def _record(self, results: Sequence[AttemptResult]) -> list[RecordSummary]:
-        summary = await self._storage.record_results(results, self._clock(), self._breaker_rules)
+        summary = await self._storage.record_results(results, self._clock.now(), self._breaker_rules)
         self._metrics.commit_batch_of("results").observe(len(results))
         if self._on_recorded is not None:
             try:

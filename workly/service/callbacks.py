@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from workly.callbacks import DueCallback, callback_task
+from workly.clock import Clock
 from workly.errors import StorageUnavailable
 from workly.ids import new_task_id
 from workly.metrics import Metrics
@@ -30,6 +31,7 @@ class CallbackSender:
         self,
         storage: Storage,
         enqueue: Enqueue,
+        clock: Clock,
         *,
         sweep_interval: float = 5.0,
         # A callback can be ~3 times WORKLY_MAX_BODY_BYTES (the task's body and the answer,
@@ -41,7 +43,7 @@ class CallbackSender:
         self._enqueue = enqueue
         self._batch = batch
         self._metrics = metrics or Metrics()
-        self._job = WokenJob(self._send, sweep_interval, "sending callbacks", log)
+        self._job = WokenJob(clock, self._send, sweep_interval, "sending callbacks", log)
 
     def start(self) -> None:
         self._job.start()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from workly.batching import CoalescedCall
-from workly.clock import Clock, system_clock
+from workly.clock import Clock, SystemClock
 from workly.config import Settings
 from workly.delivery_stats import Rollup
 from workly.dispatch.deliverer import Deliverer
@@ -132,7 +132,7 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
     def __init__(
         self,
         settings: Settings,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         *,
         storage_opener: StorageOpener = open_configured_storage,
         http_client: HttpClient | None = None,
@@ -144,7 +144,7 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         if settings.database_url is None:
             raise ConfigError("WORKLY_DATABASE_URL is required")
         self.settings = settings
-        self.clock = clock
+        self.clock: Clock = clock or SystemClock()
         self.metrics = Metrics()
         self._signer = Signer(settings.signing_secrets())
         self._open_storage = storage_opener
@@ -230,7 +230,7 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
             housekeeper=housekeeper,
             history=history,
             announcer=CoalescedCall(storage.announce_work, _log_announce_error),
-            callbacks=CallbackSender(storage, enqueuer.enqueue, metrics=metrics),
+            callbacks=CallbackSender(storage, enqueuer.enqueue, clock, metrics=metrics),
             operations=OperationRunner(storage, clock, self.work_available, metrics=metrics),
             scheduler=Scheduler(
                 storage, clock, self.work_available, poll_interval=settings.poll_interval, metrics=metrics
@@ -297,7 +297,7 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         parts.announcer.trigger()
 
     def now(self) -> datetime:
-        return self.clock()
+        return self.clock.now()
 
     def _operations_wake(self) -> None:
         """A bulk operation was created: this process's runner looks now (when it runs one)."""
@@ -388,10 +388,10 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         return await self._started().storage.list_attempts(task_id)
 
     async def cancel_task(self, task_id: str) -> Task:
-        return await self._started().storage.cancel_task(task_id, self.clock())
+        return await self._started().storage.cancel_task(task_id, self.clock.now())
 
     async def retry_task(self, task_id: str) -> Task:
-        task = await self._started().storage.retry_task(task_id, self.clock())
+        task = await self._started().storage.retry_task(task_id, self.clock.now())
         self.work_available()
         return task
 

@@ -59,19 +59,19 @@ class DeliveryHistory:
                 self._writing = None
 
     async def prune(self) -> None:
-        await self._storage.prune_delivery_minutes(self._clock() - KEPT)
+        await self._storage.prune_delivery_minutes(self._clock.now() - KEPT)
 
     async def succeeded_in_last(self, window: timedelta) -> dict[str, int]:
         """Per queue, about how many deliveries succeeded within ``window`` (up to a minute):
         the overview's throughput, from the minutes, not from the tasks."""
-        now = self._clock()
+        now = self._clock.now()
         stored = await self._storage.delivery_minutes("queue", None, minute_of(now - window))
         return succeeded_within([*stored, *self._pending("queue")], now - window, now)
 
     async def last_minutes(self, scope: Scope, name: str, minutes: int = 60) -> list[MinuteStats]:
         """One entry per minute of the last ``minutes`` (the current one last, still counting),
         oldest first: every process's written counts and this one's unwritten ones."""
-        now = self._clock()
+        now = self._clock.now()
         since = minute_of(now) - timedelta(minutes=minutes - 1)
         stored = await self._storage.delivery_minutes(scope, name, since)
         return per_minute([*stored, *self._pending(scope, name)], scope, name, now, minutes)

@@ -77,7 +77,7 @@ class Enqueuer:
         return answers
 
     async def _store(self, tasks: list[NewTask]) -> list[Enqueued]:
-        now = self._clock()
+        now = self._clock.now()
         dispatcher = self._dispatcher
         wanted = 0 if dispatcher is None else sum(1 for task in tasks if may_lease_new(task, now))
         offer = dispatcher.offer(wanted) if dispatcher is not None and wanted else None

@@ -139,10 +139,10 @@ class Housekeeper:
                 await task
 
     def _every(self, interval: float, job: Callable[[], Awaitable[None]], name: str) -> None:
-        self._tasks.append(run_every(interval, job, name, log))
+        self._tasks.append(run_every(self._clock, interval, job, name, log))
 
     async def _reap(self) -> None:
-        while reaped := await self._storage.reap_expired(self._clock()):
+        while reaped := await self._storage.reap_expired(self._clock.now()):
             self.reaped += reaped
             self._metrics.reaped.inc(reaped)
             log.warning("returned %d task(s) whose lease expired", reaped)
@@ -150,14 +150,14 @@ class Housekeeper:
 
     async def _release_probes(self) -> None:
         """Open circuit breakers whose cool-down is over send one held task as a probe."""
-        if released := await self._storage.release_probes(self._clock()):
+        if released := await self._storage.release_probes(self._clock.now()):
             self.probes += released
             self._work_available()
 
     async def _prune(self) -> None:
         """Retention: succeeded tasks older than ``retention`` go, a small batch at a time,
         so the hot table stays small and no transaction holds locks for long."""
-        cutoff = self._clock() - timedelta(seconds=self._retention)
+        cutoff = self._clock.now() - timedelta(seconds=self._retention)
         while pruned := await self._storage.prune_succeeded(cutoff, limit=500):
             self.pruned += pruned
             await asyncio.sleep(0)  # let the hot paths in between batches

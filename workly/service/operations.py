@@ -46,7 +46,7 @@ class OperationRunner:
         self._chunk = chunk
         self._metrics = metrics or Metrics()
         self._token = uuid.uuid4().hex
-        self._job = WokenJob(self.run_pending, poll_interval, "bulk operations", log)
+        self._job = WokenJob(clock, self.run_pending, poll_interval, "bulk operations", log)
 
     def start(self) -> None:
         self._job.start()
@@ -63,7 +63,9 @@ class OperationRunner:
     async def run_pending(self) -> None:
         """Work every operation no runner holds, one after the other, to its end."""
         while not self._job.stopped:
-            operation = await self._storage.take_operation(self._clock(), self._token, self._lease_seconds)
+            operation = await self._storage.take_operation(
+                self._clock.now(), self._token, self._lease_seconds
+            )
             if operation is None:
                 return
             log.info("operation %s (%s %s) started", operation.id, operation.action, operation.filter.given())
@@ -79,7 +81,7 @@ class OperationRunner:
     async def _work_chunks(self, operation: Operation) -> None:
         while not self._job.stopped:
             done = await self._storage.run_operation_chunk(
-                operation.id, self._token, self._clock(), self._lease_seconds, self._chunk
+                operation.id, self._token, self._clock.now(), self._lease_seconds, self._chunk
             )
             if done is None:  # taken over, after this runner's lease expired
                 log.warning("operation %s: lease lost, another runner goes on with it", operation.id)

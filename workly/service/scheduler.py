@@ -12,7 +12,6 @@ is due at its fire time and goes out right after it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -73,13 +72,13 @@ class Scheduler:
         scheduler stops; what was fired. Each batch that made something wakes the dispatchers
         as it commits. "Now" is the round's: a long round does not make its later batches'
         fire times look missed."""
-        now = self._clock()
+        now = self._clock.now()
         fired: list[Fired] = []
         while not self._stopping:
             batch = await self._storage.fire_due_schedules(
                 now, self._batch, self._planner(now), new_task_id, skip=self._skipped(now)
             )
-            count_firings(self._metrics, batch, self._clock())
+            count_firings(self._metrics, batch, self._clock.now())
             if any(made.created for made in batch):
                 self._work_available()
             fired.extend(batch)
@@ -92,17 +91,16 @@ class Scheduler:
             self._woken.clear()  # a wake from here on makes one more round
             try:
                 # A read: an idle process writes nothing.
-                next_run_at = await self._storage.next_schedule_at(self._skipped(self._clock()))
-                if next_run_at is not None and next_run_at <= self._clock():
+                next_run_at = await self._storage.next_schedule_at(self._skipped(self._clock.now()))
+                if next_run_at is not None and next_run_at <= self._clock.now():
                     await self.fire_due()
-                    next_run_at = await self._storage.next_schedule_at(self._skipped(self._clock()))
+                    next_run_at = await self._storage.next_schedule_at(self._skipped(self._clock.now()))
                 delay = self._until(next_run_at)
             except Exception as exc:
                 log.warning("firing schedules failed (trying again in %gs): %s", self._poll_interval, exc)
                 delay = self._poll_interval
             # A stop sets the event too: the wait ends at once and the loop with it.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), delay)
+            await self._clock.wait(self._woken, delay)
 
     def _planner(self, now: datetime) -> FiringPlan:
         def plan(schedule: Schedule) -> Firing | None:
@@ -125,7 +123,7 @@ class Scheduler:
     def _until(self, next_run_at: datetime | None) -> float:
         if next_run_at is None:
             return self._poll_interval
-        wait = (next_run_at - self._clock()).total_seconds()
+        wait = (next_run_at - self._clock.now()).total_seconds()
         if wait <= 0:
             # Still due after a round: another process holds it (PostgreSQL SKIP LOCKED) and
             # moves it on when it commits. Look again soon, without spinning.
