@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from datetime import datetime
 
 import pytest
 
 from tests.support.clock import VirtualClock
-from workly.delivery_stats import MinuteStats, Rollup, minute_of
+from workly.delivery_stats import MinuteStats, Rollup, Scope, minute_of
 from workly.errors import StorageUnavailable
 from workly.service.delivery_history import DeliveryHistory
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.storage.factory import open_storage
 
 
 class GatedStorage:
-    """A real storage whose writes of delivery minutes wait for the test (or fail once)."""
+    """The history role of a real storage whose writes of delivery minutes wait for the test
+    (or fail once); reads and pruning go straight through."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -32,16 +33,19 @@ class GatedStorage:
         if self.fail_next:
             self.fail_next = False
             raise StorageUnavailable("the database went away")
-        await self.storage.add_delivery_minutes(stats)
+        await self.storage.history.add_delivery_minutes(stats)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.storage, name)
+    async def delivery_minutes(self, scope: Scope, name: str | None, since: datetime) -> list[MinuteStats]:
+        return await self.storage.history.delivery_minutes(scope, name, since)
+
+    async def prune_delivery_minutes(self, before: datetime) -> None:
+        await self.storage.history.prune_delivery_minutes(before)
 
 
 @pytest.fixture
 async def gated(sqlite_url: str) -> AsyncIterator[GatedStorage]:
     storage = await open_storage(sqlite_url)
-    await storage.migrate()
+    await storage.database.migrate()
     yield GatedStorage(storage)
     await storage.close()
 
@@ -52,7 +56,7 @@ def deliveries(rollup: Rollup, clock: VirtualClock, count: int) -> None:
 
 
 async def stored_succeeded(gated: GatedStorage, clock: VirtualClock) -> int:
-    rows = await gated.storage.delivery_minutes("queue", "q", minute_of(clock.now()))
+    rows = await gated.storage.history.delivery_minutes("queue", "q", minute_of(clock.now()))
     return sum(row.succeeded for row in rows)
 
 

@@ -1,4 +1,5 @@
-"""Housekeeping: when Workly vacuums, and that vacuuming keeps the claim's scan short."""
+"""Upkeep (workly/service/upkeep): its maintainers run at their intervals; when Workly
+vacuums, and that vacuuming keeps the claim's scan short."""
 
 from __future__ import annotations
 
@@ -13,17 +14,20 @@ import pytest
 
 from tests.storage.helpers import new, result_for
 from tests.support.clock import VirtualClock
-from workly.clock import SystemClock
 from workly.metrics import Metrics
 from workly.models import QueueConfig
-from workly.service.housekeeping import Housekeeper
-from workly.storage.base import Storage
+from workly.service.upkeep import Upkeep
+from workly.service.upkeep.index_rebuilds import IndexRebuilds
+from workly.service.upkeep.reaper import Reaper
+from workly.service.upkeep.retention import Retention
+from workly.service.upkeep.vacuum import Vacuum
+from workly.storage.contract import Storage
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
 
 
 class VacuumCounter:
-    """Only what Housekeeper calls: whether the database vacuums itself, and vacuum."""
+    """Only what vacuuming calls: whether the database vacuums itself, and vacuum."""
 
     def __init__(self, autovacuum: bool) -> None:
         self.autovacuum = autovacuum
@@ -36,32 +40,27 @@ class VacuumCounter:
         self.vacuums += 1
 
 
-async def run_for(storage: VacuumCounter, interval: float | None, seconds: float = 0.2) -> int:
-    keeper = Housekeeper(
-        storage,  # type: ignore[arg-type]
-        SystemClock(),
-        reap_interval=0,
-        work_available=lambda: None,
-        vacuum_interval=interval,
-        auto_vacuum_interval=0.02,
-        fold_interval=0,
-    )
-    await keeper.start()
-    await asyncio.sleep(seconds)
-    await keeper.stop()
-    return storage.vacuums
+async def vacuums_in(counter: VacuumCounter, setting: float | None, seconds: float = 60) -> int:
+    """How many vacuums ``seconds`` of virtual time see, the automatic interval being 10 s."""
+    clock = VirtualClock()
+    upkeep = Upkeep(clock, [Vacuum(counter, counter, setting, auto_every=10)])
+    await upkeep.start()
+    try:
+        await clock.run_for(seconds)
+    finally:
+        await upkeep.stop()
+    return counter.vacuums
 
 
 async def test_the_reaper_runs_periodically_and_wakes_the_dispatcher(storage: Storage) -> None:
     clock = VirtualClock()
-    await storage.enqueue([new()], clock.now())
-    await storage.claim_tasks(10, clock.now(), uuid.uuid4().hex, 1.0)
+    await storage.tasks.enqueue([new()], clock.now())
+    await storage.dispatch.claim_tasks(10, clock.now(), uuid.uuid4().hex, 1.0)
     clock.advance(3600)  # long past the lease
     wakes: list[None] = []
-    keeper = Housekeeper(
-        storage, clock, reap_interval=5, work_available=lambda: wakes.append(None), vacuum_interval=0
-    )
-    await keeper.start()
+    keeper = Reaper(storage.upkeep, clock, lambda: wakes.append(None), Metrics(), every=5)
+    upkeep = Upkeep(clock, [keeper])
+    await upkeep.start()
     try:
         await clock.run_for(4.9)
         assert keeper.reaped == 0  # not before its interval
@@ -70,22 +69,22 @@ async def test_the_reaper_runs_periodically_and_wakes_the_dispatcher(storage: St
             while not wakes:
                 await asyncio.sleep(0.01)
     finally:
-        await keeper.stop()
+        await upkeep.stop()
     assert keeper.reaped == 1
-    assert len((await storage.claim_tasks(10, clock.now(), uuid.uuid4().hex, 1.0)).tasks) == 1
+    assert len((await storage.dispatch.claim_tasks(10, clock.now(), uuid.uuid4().hex, 1.0)).tasks) == 1
 
 
 @pytest.mark.parametrize(
     ("autovacuum", "interval", "vacuums"),
     [
-        (False, None, True),  # the server does not vacuum: Workly does
-        (True, None, False),  # autovacuum runs: Workly leaves it to it
-        (True, 0.02, True),  # an explicit interval always applies
-        (False, 0, False),  # 0 turns it off
+        (False, None, 6),  # the server does not vacuum: Workly does, every 10 s
+        (True, None, 0),  # autovacuum runs: Workly leaves it to it
+        (True, 20, 3),  # an explicit interval always applies
+        (False, 0, 0),  # 0 turns it off
     ],
 )
-async def test_when_workly_vacuums(autovacuum: bool, interval: float | None, vacuums: bool) -> None:
-    assert (await run_for(VacuumCounter(autovacuum), interval) >= 2) is vacuums
+async def test_when_workly_vacuums(autovacuum: bool, interval: float | None, vacuums: int) -> None:
+    assert await vacuums_in(VacuumCounter(autovacuum), interval, seconds=60) == vacuums
 
 
 @pytest.mark.postgres
@@ -97,7 +96,7 @@ async def test_postgres_knows_whether_autovacuum_is_on(pg_url: str) -> None:
             setting = await conn.fetchval("SHOW autovacuum")
         finally:
             await conn.close()
-        assert await storage.needs_vacuum() is (setting == "off")
+        assert await storage.database.needs_vacuum() is (setting == "off")
     finally:
         await storage.close()
 
@@ -130,13 +129,13 @@ async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> 
     storage = await PostgresStorage.open(pg_url)
     try:
         now = datetime.now(UTC)
-        await storage.put_queue("q", QueueConfig(max_concurrency=10_000), now)
+        await storage.queues.put_queue("q", QueueConfig(max_concurrency=10_000), now)
         for _ in range(6):
-            await storage.enqueue([new() for _ in range(500)], now)
-            claimed = (await storage.claim_tasks(500, now, uuid.uuid4().hex, 30)).tasks
-            await storage.record_results([result_for(c, now, "succeeded") for c in claimed], now)
+            await storage.tasks.enqueue([new() for _ in range(500)], now)
+            claimed = (await storage.dispatch.claim_tasks(500, now, uuid.uuid4().hex, 30)).tasks
+            await storage.dispatch.record_results([result_for(c, now, "succeeded") for c in claimed], now)
         before = await _claim_buffers(pg_url)
-        await storage.vacuum()
+        await storage.upkeep.vacuum()
         after = await _claim_buffers(pg_url)
     finally:
         await storage.close()
@@ -145,32 +144,31 @@ async def test_vacuum_clears_dead_versions_from_the_claims_path(pg_url: str) -> 
 
 async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage) -> None:
     clock = VirtualClock()
-    await storage.enqueue([new() for _ in range(3)], clock.now())
-    claimed = (await storage.claim_tasks(10, clock.now(), uuid.uuid4().hex, 30.0)).tasks
-    await storage.record_results([result_for(c, clock.now(), "succeeded") for c in claimed], clock.now())
+    await storage.tasks.enqueue([new() for _ in range(3)], clock.now())
+    claimed = (await storage.dispatch.claim_tasks(10, clock.now(), uuid.uuid4().hex, 30.0)).tasks
+    await storage.dispatch.record_results(
+        [result_for(c, clock.now(), "succeeded") for c in claimed], clock.now()
+    )
     clock.advance(8 * 86400)
-    keeper = Housekeeper(
-        storage, clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0,
-        retention=7 * 86400, prune_interval=60,
-    )  # fmt: skip
-    await keeper.start()
+    keeper = Retention(storage.upkeep, clock, retention=7 * 86400, every=60)
+    upkeep = Upkeep(clock, [keeper])
+    await upkeep.start()
     try:
         await clock.run_for(60)
         async with asyncio.timeout(10):
             while keeper.pruned < 3:
                 await asyncio.sleep(0.01)
     finally:
-        await keeper.stop()
-    queue = await storage.get_queue("q")
+        await upkeep.stop()
+    queue = await storage.queues.get_queue("q")
     assert queue is not None
     assert queue.counts["succeeded"] == 0
 
 
-class Rebuilder(VacuumCounter):
+class Rebuilder:
     """Rebuilds one index on its first call, none after."""
 
     def __init__(self) -> None:
-        super().__init__(autovacuum=True)
         self.calls = 0
 
     async def rebuild_bloated_indexes(self) -> list[str]:
@@ -179,18 +177,14 @@ class Rebuilder(VacuumCounter):
 
 
 async def test_bloated_indexes_are_looked_for_periodically_and_counted() -> None:
-    storage, metrics = Rebuilder(), Metrics()
-    keeper = Housekeeper(
-        storage,  # type: ignore[arg-type]
-        SystemClock(), reap_interval=0, work_available=lambda: None, vacuum_interval=0, fold_interval=0,
-        depth_interval=0, probe_interval=0, recount_interval=0, reindex_interval=0.02, metrics=metrics,
-    )  # fmt: skip
-    await keeper.start()
+    clock, store, metrics = VirtualClock(), Rebuilder(), Metrics()
+    keeper = IndexRebuilds(store, metrics, every=600)
+    upkeep = Upkeep(clock, [keeper])
+    await upkeep.start()
     try:
-        async with asyncio.timeout(5):
-            while storage.calls < 3:
-                await asyncio.sleep(0.01)
+        await clock.run_for(1800)
     finally:
-        await keeper.stop()
+        await upkeep.stop()
+    assert store.calls == 3
     assert keeper.rebuilt == ["tasks_id_key"]
     assert metrics.registry.get_sample_value("workly_index_rebuilds_total") == 1

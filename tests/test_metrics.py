@@ -16,8 +16,9 @@ from tests.support.servers import TEST_SECRET, running_app
 from workly.config import Settings
 from workly.metrics import Metrics
 from workly.models import Queue, QueueConfig
-from workly.service.housekeeping import Housekeeper
-from workly.storage.base import Storage
+from workly.service.upkeep import Upkeep
+from workly.service.upkeep.queue_gauges import QueueGauges
+from workly.storage.contract import Storage
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -57,22 +58,19 @@ def test_queue_depths_replace_the_previous_ones() -> None:
     assert 'queue="gone"' not in text
 
 
-async def test_the_housekeeper_measures_queue_depths_periodically(storage: Storage) -> None:
+async def test_upkeep_measures_queue_depths_periodically(storage: Storage) -> None:
     clock = VirtualClock()
-    await storage.enqueue(in_queue("deep", [new() for _ in range(3)]), clock.now())
+    await storage.tasks.enqueue(in_queue("deep", [new() for _ in range(3)]), clock.now())
     metrics = Metrics()
-    keeper = Housekeeper(
-        storage, clock, reap_interval=0, work_available=lambda: None, vacuum_interval=0,
-        metrics=metrics, depth_interval=15,
-    )  # fmt: skip
-    await keeper.start()
+    upkeep = Upkeep(clock, [QueueGauges(storage.queues, storage.webhooks, metrics, every=15)])
+    await upkeep.start()
     try:
         await clock.run_for(15)
         async with asyncio.timeout(5):
             while 'queue="deep"' not in metrics.render().decode():
                 await asyncio.sleep(0.01)
     finally:
-        await keeper.stop()
+        await upkeep.stop()
     assert sample(metrics.render().decode(), "workly_queue_tasks", queue="deep", status="ready") == 3
 
 

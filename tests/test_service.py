@@ -24,7 +24,7 @@ from workly.errors import (
 )
 from workly.models import QueueConfig
 from workly.service import Service, migrate_database
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
@@ -48,55 +48,55 @@ def test_a_service_needs_a_database_and_valid_secrets() -> None:
 async def test_nothing_is_reachable_before_start_or_after_stop(database_url: str) -> None:
     service = Service(settings_for(database_url))
     with pytest.raises(ServiceNotRunning):  # a StorageUnavailable: the API answers 503
-        await service.list_queues()
+        await service.queues.list_queues()
     async with service.running():
-        assert await service.list_queues() == []
+        assert await service.queues.list_queues() == []
         with pytest.raises(RuntimeError, match="already running"):
             await service.start()
     with pytest.raises(ServiceNotRunning):
-        await service.list_queues()
+        await service.queues.list_queues()
     service.work_available()  # a change committing during shutdown has nobody left to wake
 
 
 async def test_a_rate_limit_below_the_floor_is_refused_even_without_the_api(service: Service) -> None:
     for rate in (5e-324, 1e-309, 9.9e-7):
         with pytest.raises(InvalidQueueConfig, match="rate_limit must be at least"):
-            await service.put_queue("q", QueueConfig(rate_limit=rate))
-    stored, _ = await service.put_queue("q", QueueConfig(rate_limit=1e-6))
+            await service.queues.put_queue("q", QueueConfig(rate_limit=rate))
+    stored, _ = await service.queues.put_queue("q", QueueConfig(rate_limit=1e-6))
     assert stored.config.rate_limit == 1e-6
 
 
 async def test_a_body_over_the_limit_is_refused_and_nothing_is_stored(service: Service) -> None:
     with pytest.raises(TooLarge, match="task 1's body is 1,025 bytes"):
-        await service.enqueue([new(body=b"x" * 10), new(body=b"x" * 1025)])
-    assert await service.list_queues() == []
+        await service.tasks.enqueue([new(body=b"x" * 10), new(body=b"x" * 1025)])
+    assert await service.queues.list_queues() == []
 
 
 async def test_queue_configs_that_contradict_themselves_are_refused_and_change_nothing(
     service: Service,
 ) -> None:
     with pytest.raises(InvalidQueueConfig, match="min_backoff"):
-        await service.put_queue("q", QueueConfig(min_backoff=10, max_backoff=5))
+        await service.queues.put_queue("q", QueueConfig(min_backoff=10, max_backoff=5))
     with pytest.raises(QueueNotFound):
-        await service.get_queue("q")
-    await service.put_queue("q", QueueConfig(max_backoff=5))
+        await service.queues.get_queue("q")
+    await service.queues.put_queue("q", QueueConfig(max_backoff=5))
     with pytest.raises(InvalidQueueConfig, match="min_backoff"):
-        await service.update_queue("q", {"min_backoff": 10})
-    assert (await service.get_queue("q")).config == QueueConfig(max_backoff=5)
+        await service.queues.update_queue("q", {"min_backoff": 10})
+    assert (await service.queues.get_queue("q")).config == QueueConfig(max_backoff=5)
 
 
 async def test_unknown_tasks_and_queues_raise_not_found(service: Service) -> None:
     with pytest.raises(TaskNotFound):
-        await service.get_task("task_missing")
+        await service.tasks.get_task("task_missing")
     with pytest.raises(QueueNotFound):
-        await service.resume_queue("missing")
+        await service.queues.resume_queue("missing")
 
 
 async def test_an_enqueue_in_flight_when_the_service_stops_is_answered(database_url: str) -> None:
     service = Service(settings_for(database_url))
     await service.start()
     tasks = [new() for _ in range(20)]
-    enqueues = [asyncio.create_task(service.enqueue([task])) for task in tasks]
+    enqueues = [asyncio.create_task(service.tasks.enqueue([task])) for task in tasks]
     await asyncio.sleep(0)  # they are in the group committer now
     await service.stop()
     answers = await asyncio.gather(*enqueues)
@@ -116,21 +116,21 @@ async def test_changes_that_make_work_claimable_wake_the_dispatcher(database_url
 
         service.dispatcher.wake = counting_wake  # type: ignore[method-assign]
         steps = [
-            ("put", service.put_queue("q", QueueConfig(paused=True)), 1),  # a put may raise limits
-            ("pause", service.pause_queue("q"), 0),
-            ("resume", service.resume_queue("q"), 1),
-            ("patch", service.update_queue("q", {"max_concurrency": 5}), 1),
-            ("pause", service.pause_queue("q"), 0),  # so the dispatcher leaves the task alone
-            ("enqueue", service.enqueue([new(queue="q")]), 1),
+            ("put", service.queues.put_queue("q", QueueConfig(paused=True)), 1),  # a put may raise limits
+            ("pause", service.queues.pause_queue("q"), 0),
+            ("resume", service.queues.resume_queue("q"), 1),
+            ("patch", service.queues.update_queue("q", {"max_concurrency": 5}), 1),
+            ("pause", service.queues.pause_queue("q"), 0),  # so the dispatcher leaves the task alone
+            ("enqueue", service.tasks.enqueue([new(queue="q")]), 1),
         ]
         for name, step, wakes in steps:
             before = woken
             result = await step
             assert woken - before == wakes, name
         [stored] = result  # type: ignore[misc]
-        await service.cancel_task(stored.task.id)
+        await service.tasks.cancel_task(stored.task.id)
         before = woken
-        await service.retry_task(stored.task.id)
+        await service.tasks.retry_task(stored.task.id)
         assert woken == before + 1
 
 

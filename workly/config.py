@@ -22,7 +22,7 @@ from workly.database_url import (
     sqlite_path,
 )
 from workly.errors import ConfigError
-from workly.outbound import OutboundPolicy, Proxy, parse_allow_list, parse_proxy
+from workly.ssrf_guard import OutboundPolicy, Proxy, parse_allow_list, parse_proxy
 
 
 class Settings(BaseSettings):

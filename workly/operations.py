@@ -1,7 +1,7 @@
 """Bulk operations: retry or cancel every task a filter matches (docs/failures.md).
 
 An operation is stored when it is asked for and worked through by a runner in the
-service (service/operations.py), in chunks of at most ``CHUNK`` tasks, each chunk and the
+service (service/operation_runner.py), in chunks of at most ``CHUNK`` tasks, each chunk and the
 operation's progress in one transaction: a restart resumes after the last chunk that
 committed, and no task is changed twice. It covers the tasks that existed when it was
 created (seq up to ``upto_seq``); tasks enqueued later are not its business.

@@ -17,7 +17,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from workly.models import QueueConfig, TaskStatus
-from workly.outgoing import plain_origin
+from workly.request_rules import plain_origin
 
 # An event type: dot-separated words such as "invoice.paid" or "workly.task.failed".
 EVENT_TYPE = r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*"

@@ -202,8 +202,8 @@ def assert_no_secret(text: str, secret: str) -> None:
 async def fail_deliveries(service: Service, at: datetime) -> list[str]:
     """Claim every due delivery and record it failed for good at ``at`` (no dispatcher runs
     here); the ids of the tasks failed."""
-    storage = service._storage()
-    claimed = (await storage.claim_tasks(100, datetime.now(UTC), uuid.uuid4().hex, 30.0)).tasks
+    storage = service.storage
+    claimed = (await storage.dispatch.claim_tasks(100, datetime.now(UTC), uuid.uuid4().hex, 30.0)).tasks
     results = [
         AttemptResult(
             task_seq=task.seq,
@@ -221,7 +221,7 @@ async def fail_deliveries(service: Service, at: datetime) -> list[str]:
         )
         for task in claimed
     ]
-    summary = await storage.record_results(results, at)
+    summary = await storage.dispatch.record_results(results, at)
     assert summary.accepted == len(results)
     return [task.id for task in claimed]
 
@@ -335,7 +335,7 @@ async def test_the_secret_never_appears_in_an_endpoint_response(running: tuple[S
         await api.http.get(f"/v1/queues/{endpoint_id}"),
         await api.http.get("/v1/queues"),
     ]
-    await service.drain_own_events()  # the disable and enable announcements, with the endpoint
+    await service.webhooks.drain_own_events()  # the disable and enable announcements, with the endpoint
     answers.append(await api.http.get("/v1/events"))
     for answer in answers:
         assert answer.status_code == 200, answer.text
@@ -580,7 +580,7 @@ async def test_disable_and_enable(running: tuple[Service, Api]) -> None:
     assert (await api.task(waiting))["status"] == "ready"
 
     # Each change (not the repeats) is announced as one of Workly's own events.
-    await service.drain_own_events()
+    await service.webhooks.drain_own_events()
     for kind in ("disabled", "enabled"):
         response = await api.http.get("/v1/events", params={"type": f"workly.endpoint.{kind}"})
         assert response.status_code == 200

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from tests.support.servers import TEST_SECRET, free_port, workly_process
 from workly.api.schemas import TaskIn
 from workly.dispatch.http.request import encode_request as _encode_request
-from workly.outgoing import request_target
+from workly.request_rules import request_target
 
 # Header names and values built from pieces that matter: token characters, separators,
 # the bytes that split lines or end strings, a ready-made injection, non-ASCII.

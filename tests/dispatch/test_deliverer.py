@@ -12,8 +12,8 @@ from workly.clock import SystemClock
 from workly.dispatch.deliverer import USER_AGENT, Deliverer
 from workly.dispatch.http import HttpClient
 from workly.models import ClaimedTask
-from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.signing import Signer
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 from workly.trace_context import TraceContext
 from workly.tracing import AttemptTrace, Tracing
 

@@ -22,10 +22,10 @@ from workly.dispatch.http import HttpClient
 from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import Claim, Enqueued, LeaseOffer, NewTask, QueueConfig
-from workly.outbound import LOOPBACK, OutboundPolicy
 from workly.service.enqueuer import Enqueuer
 from workly.signing import Signer
-from workly.storage.base import Storage
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
+from workly.storage.contract import Storage
 
 POLL = 60.0
 
@@ -49,12 +49,12 @@ async def eager_enqueuer(
 ) -> AsyncIterator[tuple[Enqueuer, Wakes]]:
     client = HttpClient(policy=OutboundPolicy(LOOPBACK))
     dispatcher = Dispatcher(
-        storage, Deliverer(client, Signer([TEST_SECRET]), SystemClock()), SystemClock(),
+        storage.dispatch, Deliverer(client, Signer([TEST_SECRET]), SystemClock()), SystemClock(),
         poll_interval=POLL, max_in_flight=max_in_flight, metrics=metrics, eager=eager,
     )  # fmt: skip
     wakes = Wakes()
     wakes.dispatcher = dispatcher
-    enqueuer = Enqueuer(storage, SystemClock(), wakes, metrics=metrics, dispatcher=dispatcher)
+    enqueuer = Enqueuer(storage.tasks, SystemClock(), wakes, metrics=metrics, dispatcher=dispatcher)
     dispatcher.start()
     try:
         yield enqueuer, wakes
@@ -70,7 +70,7 @@ def sample(metrics: Metrics, name: str) -> float:
 
 async def test_a_leased_task_is_delivered_without_a_claim_or_a_wake(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
     async with (
         running_receiver(TEST_SECRET) as receiver,
         eager_enqueuer(storage, metrics) as (enqueuer, wakes),
@@ -83,13 +83,13 @@ async def test_a_leased_task_is_delivered_without_a_claim_or_a_wake(storage: Sto
     assert sample(metrics, "workly_eager_dispatches_total") == 1
     assert sample(metrics, "workly_claim_batch_size_count") == 0  # no claim took anything
     assert wakes.count == 0  # nothing was left for a claim: nobody was woken
-    stored = await storage.get_task(task.id)
+    stored = await storage.tasks.get_task(task.id)
     assert stored is not None and (stored.status, stored.attempts) == ("succeeded", 1)
 
 
 async def test_with_eager_dispatch_off_every_task_waits_for_a_claim(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
     async with (
         running_receiver() as receiver,
         eager_enqueuer(storage, metrics, eager=False) as (enqueuer, wakes),
@@ -104,7 +104,7 @@ async def test_with_eager_dispatch_off_every_task_waits_for_a_claim(storage: Sto
 
 async def test_a_task_left_ready_behind_a_full_queue_goes_when_a_delivery_ends(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=1), SystemClock().now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=1), SystemClock().now())
     async with running_receiver() as receiver, eager_enqueuer(storage, metrics) as (enqueuer, _):
         receiver.delay("/slow", 0.3)
         [first] = await enqueuer.enqueue([new(url=receiver.url("/slow"))])
@@ -117,7 +117,7 @@ async def test_a_task_left_ready_behind_a_full_queue_goes_when_a_delivery_ends(s
 
 async def test_offers_never_take_more_slots_than_the_dispatcher_has(storage: Storage) -> None:
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=100), SystemClock().now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=100), SystemClock().now())
     async with (
         running_receiver() as receiver,
         eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, _),
@@ -129,9 +129,11 @@ async def test_offers_never_take_more_slots_than_the_dispatcher_has(storage: Sto
     assert receiver.peak_in_flight == 2
 
 
-async def test_an_offer_that_overlaps_a_claim_never_exceeds_the_in_flight_limit(storage: Storage) -> None:
+async def test_an_offer_that_overlaps_a_claim_never_exceeds_the_in_flight_limit(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
     entered, gate = asyncio.Event(), asyncio.Event()
-    real_claim = storage.claim_tasks
+    real_claim = storage.dispatch.claim_tasks
 
     async def held_claim(limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
         entered.set()
@@ -140,13 +142,13 @@ async def test_an_offer_that_overlaps_a_claim_never_exceeds_the_in_flight_limit(
 
     metrics = Metrics()
     for queue in ("claimed", "eager"):
-        await storage.put_queue(queue, QueueConfig(max_concurrency=10), SystemClock().now())
+        await storage.queues.put_queue(queue, QueueConfig(max_concurrency=10), SystemClock().now())
     async with running_receiver() as receiver:
         receiver.delay("/slow", 0.2)
-        await storage.enqueue(
+        await storage.tasks.enqueue(
             in_queue("claimed", [new(url=receiver.url("/slow")) for _ in range(2)]), SystemClock().now()
         )
-        storage.claim_tasks = held_claim  # type: ignore[method-assign]
+        monkeypatch.setattr(storage.dispatch, "claim_tasks", held_claim)
         async with eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, _):
             await asyncio.wait_for(entered.wait(), 10)  # the first claim, sized for both slots, is under way
             entries = await enqueuer.enqueue(
@@ -158,8 +160,10 @@ async def test_an_offer_that_overlaps_a_claim_never_exceeds_the_in_flight_limit(
     assert receiver.peak_in_flight == 2
 
 
-async def test_what_an_enqueue_leased_before_its_error_is_still_delivered(storage: Storage) -> None:
-    real_enqueue = storage.enqueue
+async def test_what_an_enqueue_leased_before_its_error_is_still_delivered(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_enqueue = storage.tasks.enqueue
 
     async def commits_then_fails(
         tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
@@ -168,9 +172,9 @@ async def test_what_an_enqueue_leased_before_its_error_is_still_delivered(storag
         raise StorageUnavailable("the connection dropped after the commit")
 
     metrics = Metrics()
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=10), SystemClock().now())
     async with running_receiver() as receiver, eager_enqueuer(storage, metrics) as (enqueuer, _):
-        storage.enqueue = commits_then_fails  # type: ignore[method-assign]
+        monkeypatch.setattr(storage.tasks, "enqueue", commits_then_fails)
         task = new(url=receiver.url("/hook"))
         with pytest.raises(StorageUnavailable):
             await enqueuer.enqueue([task])

@@ -15,7 +15,7 @@ import pytest
 from tests.support.raw_server import OK, answering, black_hole, raw_server
 from workly.dispatch.http import ConnectError, HttpClient
 from workly.dispatch.http.connect import connect_first, interleave
-from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.raw_server import raw_server, read_request
 from workly.dispatch.http import HttpClient, ProtocolError
-from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)
 MB = 1024 * 1024

@@ -11,7 +11,7 @@ import trustme
 
 from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
 from workly.dispatch.http import ConnectError, HttpClient, ProtocolError
-from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 

@@ -16,7 +16,7 @@ from tests.support.proxy import RecordingProxy, running_proxy
 from tests.support.raw_server import OK, answering, raw_server
 from workly.dispatch.http import Blocked, ConnectError, HttpClient, ProxyRefused
 from workly.dispatch.http import client as http_client
-from workly.outbound import LOOPBACK, OutboundPolicy, Proxy, parse_proxy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy, Proxy, parse_proxy
 
 LOCAL = OutboundPolicy(LOOPBACK)
 

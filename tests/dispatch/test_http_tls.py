@@ -13,7 +13,7 @@ import trustme
 from tests.support.raw_server import OK, answering, raw_server
 from workly.dispatch.http import ConnectError, HttpClient, HttpError, client_tls
 from workly.errors import ConfigError
-from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
 from workly.dispatch.http import HttpClient, HttpResponse, ProtocolError
-from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)
 

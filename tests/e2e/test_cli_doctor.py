@@ -19,7 +19,7 @@ from tests.support.servers import TEST_SECRET, TEST_TOKEN
 from workly.config import Settings
 from workly.ids import new_task_id
 from workly.models import NewTask
-from workly.service.core import open_configured_storage
+from workly.service.assembly import open_configured_storage
 from workly.service.doctor import check_database
 from workly.storage.factory import open_storage
 
@@ -106,9 +106,9 @@ def test_counts_that_disagree_with_the_tasks_are_said_and_recount_mends_them(tmp
     async def enqueue() -> None:
         storage = await open_storage(env["WORKLY_DATABASE_URL"])
         try:
-            await storage.migrate()
+            await storage.database.migrate()
             tasks = [NewTask(id=new_task_id(), queue=q, url="http://127.0.0.1:9/") for q in ("a", "b", "b")]
-            await storage.enqueue(tasks, datetime.now(UTC))
+            await storage.tasks.enqueue(tasks, datetime.now(UTC))
         finally:
             await storage.close()
 

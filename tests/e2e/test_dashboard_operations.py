@@ -156,8 +156,8 @@ async def test_a_running_operations_page_reloads_itself_until_the_operation_ends
                     client, "q", {"url": "http://127.0.0.1:9/hook", "max_attempts": 1, "body": {"n": n}}
                 )
             now = datetime.now(UTC)
-            claimed = (await storage.claim_tasks(10, now, token(), 30.0)).tasks
-            await storage.record_results([result_for(c, now, "failed", 500) for c in claimed], now)
+            claimed = (await storage.dispatch.claim_tasks(10, now, token(), 30.0)).tasks
+            await storage.dispatch.record_results([result_for(c, now, "failed", 500) for c in claimed], now)
 
             await tab.goto(f"{base}/ui/tasks?queue=q")
             await tab.get_by_label("API token").fill(TEST_TOKEN)
@@ -171,11 +171,15 @@ async def test_a_running_operations_page_reloads_itself_until_the_operation_ends
             assert operation_id.startswith("op_") and "?" not in operation_id
 
             runner = token()
-            assert await storage.take_operation(datetime.now(UTC), runner, 15.0) is not None
-            assert await storage.run_operation_chunk(operation_id, runner, datetime.now(UTC), 15.0, 1)
+            assert await storage.operations.take_operation(datetime.now(UTC), runner, 15.0) is not None
+            assert await storage.operations.run_operation_chunk(
+                operation_id, runner, datetime.now(UTC), 15.0, 1
+            )
             await expect(tab.locator("#done")).to_have_text("1 of 2", timeout=5_000)
             await expect(tab.locator("progress")).to_have_attribute("value", "1")
-            assert await storage.run_operation_chunk(operation_id, runner, datetime.now(UTC), 15.0, 10)
+            assert await storage.operations.run_operation_chunk(
+                operation_id, runner, datetime.now(UTC), 15.0, 10
+            )
             await expect(tab.locator("#state")).to_have_text("succeeded", timeout=5_000)
             await expect(tab.locator("#changed")).to_have_text("2")
             await expect(tab.locator("progress")).to_have_count(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +23,7 @@ from workly.config import Settings
 from workly.schedules import Fired
 from workly.service import Service
 from workly.service.scheduler import Scheduler
+from workly.storage.contract import FiringPlan
 
 HOOK = "http://127.0.0.1:9/hook"  # never contacted: the dispatcher is off where it is used
 
@@ -223,7 +224,7 @@ async def test_a_host_with_the_zone_fires_the_real_fire_time_the_other_left(
     assert await service.scheduler.fire_due() == []
     assert await service.scheduler.fire_due() == []  # not tried again within the minute
     await set_stored_timezone(database_url, schedule["id"], "UTC")  # what a host that has it sees
-    other_host = Scheduler(service._storage(), clock, lambda: None)
+    other_host = Scheduler(service.storage.schedules, clock, lambda: None)
     [made] = await other_host.fire_due()
     task = (await http.get(f"/v1/tasks/{made.task_id}")).json()
     assert task["run_at"] == "2030-01-01T13:00:00Z"  # the real fire time, under its own key
@@ -250,7 +251,12 @@ class EndlessSchedules:
         self.first_batch = asyncio.Event()
 
     async def fire_due_schedules(
-        self, now: datetime, limit: int, plan: object, new_task_id: object, skip: object = ()
+        self,
+        now: datetime,
+        limit: int,
+        plan: FiringPlan,
+        new_task_id: Callable[[], str],
+        skip: Collection[str] = (),
     ) -> list[Fired]:
         self.batches += 1
         self.first_batch.set()
@@ -259,13 +265,16 @@ class EndlessSchedules:
             Fired(f"sch_{self.batches}_{n}", now, task_id=f"task_{n}", created=True) for n in range(limit)
         ]
 
+    async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None:
+        return None
+
 
 async def test_a_long_round_stops_with_the_scheduler_and_wakes_dispatchers_batch_by_batch(
     clock: VirtualClock,
 ) -> None:
     storage = EndlessSchedules()
     wakes: list[int] = []
-    scheduler = Scheduler(storage, clock, lambda: wakes.append(storage.batches), batch=10)  # type: ignore[arg-type]
+    scheduler = Scheduler(storage, clock, lambda: wakes.append(storage.batches), batch=10)
     round_ = asyncio.create_task(scheduler.fire_due())
     await asyncio.wait_for(storage.first_batch.wait(), timeout=5)
     await asyncio.wait_for(scheduler.stop(), timeout=5)

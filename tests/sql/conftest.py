@@ -30,7 +30,7 @@ async def app_db(pg_fresh_db: str) -> str:
     """A new database with Workly migrated into schema ``workly`` (the functions too)."""
     storage = await PostgresStorage.open(pg_fresh_db, schema=SCHEMA)
     try:
-        await storage.migrate()
+        await storage.database.migrate()
     finally:
         await storage.close()
     return pg_fresh_db

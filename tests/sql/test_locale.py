@@ -34,7 +34,7 @@ async def turkish_db(pg_server: str) -> AsyncIterator[str]:
 async def test_case_is_folded_the_same_in_a_turkish_database(turkish_db: str) -> None:
     storage = await PostgresStorage.open(turkish_db)
     try:
-        await storage.migrate()
+        await storage.database.migrate()
     finally:
         await storage.close()
     conn = await asyncpg.connect(turkish_db)

@@ -26,7 +26,7 @@ from workly.config import Settings
 from workly.errors import ConfigError
 from workly.storage.migrator import load_migrations
 from workly.storage.postgres import PostgresStorage
-from workly.storage.postgres_wakeups import CHANNEL, channel_of
+from workly.storage.postgres.notifier import CHANNEL, channel_of
 
 HOOK = "http://127.0.0.1:9/hook"
 ALL_MIGRATIONS = [m.version for m in load_migrations("postgres")]
@@ -45,7 +45,7 @@ async def migrated(url: str, schema: str | None = None) -> AsyncIterator[tuple[P
         PostgresStorage.open(url) if schema is None else PostgresStorage.open(url, schema=schema)
     )
     try:
-        yield storage, await storage.migrate()
+        yield storage, await storage.database.migrate()
     finally:
         await storage.close()
 
@@ -121,10 +121,13 @@ async def test_two_installs_in_two_schemas_of_one_database_are_apart(pg_fresh_db
         async with migrated(pg_fresh_db, "beta") as (beta, beta_applied):
             # Each has its own schema_version: beta is migrated in full after alpha was.
             assert alpha_applied == beta_applied == ALL_MIGRATIONS
-            assert await alpha.migrate() == [] and await beta.migrate() == []
-            assert await alpha.schema_version() == await beta.schema_version() == LATEST
+            assert await alpha.database.migrate() == [] and await beta.database.migrate() == []
+            assert await alpha.database.schema_version() == await beta.database.schema_version() == LATEST
             # Each process listens and announces on its install's channel.
-            assert (alpha.wakeups.channel, beta.wakeups.channel) == ("workly_work.alpha", "workly_work.beta")
+            assert (alpha.notifier.channel, beta.notifier.channel) == (
+                "workly_work.alpha",
+                "workly_work.beta",
+            )
 
         conn = await asyncpg.connect(pg_fresh_db)
         try:
@@ -182,7 +185,7 @@ async def test_the_default_schema_is_public(pg_fresh_db: str, monkeypatch: pytes
         before = await conn.fetchval(schemas)
         async with migrated(pg_fresh_db) as (storage, applied):  # opened as every existing install opens it
             assert applied == ALL_MIGRATIONS
-            assert storage.wakeups.channel == "workly_work"
+            assert storage.notifier.channel == "workly_work"
         assert await conn.fetchval(schemas) == before  # no schema created
         for table in ("tasks", "queues", "schema_version", "sql_arrivals"):
             assert await conn.fetchval("SELECT to_regclass($1)::text", f"public.{table}") == table

@@ -58,8 +58,8 @@ async def test_the_upgrade_turns_endpoint_headers_into_objects(pg_fresh_db: str)
     await _install_version_10(pg_fresh_db)
     storage = await PostgresStorage.open(pg_fresh_db)
     try:
-        assert await storage.migrate() == AFTER_10
-        endpoint = await storage.get_endpoint("ep_old")
+        assert await storage.database.migrate() == AFTER_10
+        endpoint = await storage.webhooks.get_endpoint("ep_old")
         assert endpoint is not None and endpoint.spec.headers == ENDPOINT_HEADERS
     finally:
         await storage.close()
@@ -76,7 +76,7 @@ async def test_the_upgrade_turns_endpoint_headers_into_objects(pg_fresh_db: str)
 async def test_publish_event_reads_headers_in_either_form(pg_fresh_db: str) -> None:
     storage = await PostgresStorage.open(pg_fresh_db)
     try:
-        await storage.migrate()
+        await storage.database.migrate()
     finally:
         await storage.close()
     conn = await asyncpg.connect(pg_fresh_db)
@@ -115,12 +115,12 @@ async def test_an_install_the_search_path_put_in_the_roles_schema_is_not_started
     storage = await PostgresStorage.open(pg_fresh_db)
     try:
         with pytest.raises(ConfigError, match=f"WORKLY_DATABASE_SCHEMA={user}"):
-            await storage.migrate()
+            await storage.database.migrate()
     finally:
         await storage.close()
     storage = await PostgresStorage.open(pg_fresh_db, schema=user)
     try:
-        assert await storage.migrate() == AFTER_10
+        assert await storage.database.migrate() == AFTER_10
     finally:
         await storage.close()
 
@@ -131,17 +131,17 @@ async def test_with_no_schema_configured_an_install_elsewhere_is_named_not_hidde
     a schema, public included, is a choice it follows."""
     storage = await PostgresStorage.open(pg_fresh_db, schema="legacy")
     try:
-        await storage.migrate()
+        await storage.database.migrate()
     finally:
         await storage.close()
     storage = await PostgresStorage.open(pg_fresh_db)
     try:
         with pytest.raises(ConfigError, match="WORKLY_DATABASE_SCHEMA=legacy"):
-            await storage.migrate()
+            await storage.database.migrate()
     finally:
         await storage.close()
     storage = await PostgresStorage.open(pg_fresh_db, schema="public")
     try:
-        assert await storage.migrate() == ALL  # a second install, asked for
+        assert await storage.database.migrate() == ALL  # a second install, asked for
     finally:
         await storage.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 from workly.ids import new_task_id
 from workly.models import AttemptResult, ClaimedTask, NewTask, Outcome, QueueChange, QueueConfig
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.storage.postgres import PostgresStorage
 from workly.storage.sqlite import SqliteStorage
 

@@ -47,7 +47,7 @@ from tests.storage.helpers import changing, new, result_for
 from tests.support.clock import VirtualClock
 from workly.models import AttemptResult, Claim, ClaimedTask, NewTask, QueueConfig, RecordSummary
 from workly.storage import claim_rules
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
 from workly.storage.sqlite import SqliteStorage
@@ -355,7 +355,7 @@ async def test_both_claims_give_the_same_tasks_in_the_same_order(
     # synchronous=OFF: no fsyncs; durability is not what this test is about.
     sqlite = await SqliteStorage.open(next(sqlite_urls), synchronous="OFF")
     try:
-        await sqlite.migrate()
+        await sqlite.database.migrate()
         await _play(scenario, (sqlite, postgres))
     finally:
         await sqlite.close()
@@ -365,28 +365,28 @@ async def _play(scenario: Scenario, storages: tuple[Storage, Storage]) -> None:
     clock = VirtualClock()
     for name, config in scenario.queues:
         for storage in storages:
-            await storage.put_queue(name, config, clock.now())
+            await storage.queues.put_queue(name, config, clock.now())
     backlog = [spec.build(clock.now()) for spec in scenario.backlog]  # one list, given to both
     for storage in storages:
-        await storage.enqueue(backlog, clock.now())
+        await storage.tasks.enqueue(backlog, clock.now())
     running: tuple[list[ClaimedTask], list[ClaimedTask]] = ([], [])
     for number, step in enumerate(scenario.steps):
         now = clock.advance(step.advance)
         if step.reap:
-            reaped = [await storage.reap_expired(now) for storage in storages]
+            reaped = [await storage.upkeep.reap_expired(now) for storage in storages]
             assert reaped[0] == reaped[1], f"step {number}: reaped {reaped}"
         if step.change is not None:
             for storage in storages:
-                await storage.update_queue(step.change[0], changing(**asdict(step.change[1])), now)
+                await storage.queues.update_queue(step.change[0], changing(**asdict(step.change[1])), now)
         if step.enqueue:
             more_tasks = [spec.build(now) for spec in step.enqueue]
             for storage in storages:
-                await storage.enqueue(more_tasks, now)
+                await storage.tasks.enqueue(more_tasks, now)
         lease = f"lease-{number}"
-        claims = [await storage.claim_tasks(step.limit, now, lease, MARGIN) for storage in storages]
+        claims = [await storage.dispatch.claim_tasks(step.limit, now, lease, MARGIN) for storage in storages]
         assert _seen(claims[0]) == _seen(claims[1]), f"step {number}: sqlite (left) vs postgres (right)"
         summaries: list[RecordSummary] = []
         for storage, claim, mine in zip(storages, claims, running, strict=True):
             mine.extend(claim.tasks)
-            summaries.append(await storage.record_results(_finish(mine, step, now), now))
+            summaries.append(await storage.dispatch.record_results(_finish(mine, step, now), now))
         assert summaries[0] == summaries[1], f"step {number}: results {summaries}"

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from workly.models import NewTask
-from workly.storage.postgres_enqueue import task_columns
+from workly.storage.postgres.enqueue import task_columns
 from workly.storage.queries import postgres_queries
 
 pytestmark = pytest.mark.postgres

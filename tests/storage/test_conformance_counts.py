@@ -22,21 +22,21 @@ from workly.database_url import sqlite_path
 from workly.delivery_stats import BUCKETS_MS, MinuteStats, minute_of
 from workly.errors import QueueNotFound
 from workly.models import TASK_STATUSES, ClaimedTask, Outcome, QueueConfig
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 
 MARGIN = 30.0
 QUEUES = ("a", "b", "c")
 
 
 async def counted(storage: Storage) -> dict[str, dict[str, int]]:
-    return {queue.name: dict(queue.counts) for queue in await storage.list_queues()}
+    return {queue.name: dict(queue.counts) for queue in await storage.queues.list_queues()}
 
 
 async def true_counts(storage: Storage) -> dict[str, dict[str, int]]:
     """Every queue's tasks per status, from listing them."""
     truth: dict[str, dict[str, int]] = {}
-    for queue in await storage.list_queues():
-        found, _ = await storage.list_tasks(queue.name, None, 10_000, None)
+    for queue in await storage.queues.list_queues():
+        found, _ = await storage.tasks.list_tasks(queue.name, None, 10_000, None)
         per_status = dict.fromkeys(TASK_STATUSES, 0)
         for task in found:
             per_status[task.status] += 1
@@ -48,7 +48,7 @@ async def assert_counts_true(storage: Storage) -> None:
     truth = await true_counts(storage)
     assert await counted(storage) == truth
     for name, per_status in truth.items():
-        queue = await storage.get_queue(name)
+        queue = await storage.queues.get_queue(name)
         assert queue is not None and dict(queue.counts) == per_status
 
 
@@ -74,10 +74,12 @@ class Walk:
                 idempotency_key=self.rng.choice([None, None, "same"]))
             for _ in range(self.rng.randint(1, 4))
         ]  # fmt: skip
-        await self.storage.enqueue(tasks, self.clock.now())
+        await self.storage.tasks.enqueue(tasks, self.clock.now())
 
     async def claim(self) -> None:
-        claim = await self.storage.claim_tasks(self.rng.randint(1, 4), self.clock.now(), token(), MARGIN)
+        claim = await self.storage.dispatch.claim_tasks(
+            self.rng.randint(1, 4), self.clock.now(), token(), MARGIN
+        )
         self.claimed.extend(claim.tasks)
 
     async def record(self) -> None:
@@ -94,45 +96,47 @@ class Walk:
             results.append(
                 result_for(task, self.clock.now(), outcome, 200 if outcome == "succeeded" else 500, retry_in)
             )
-        await self.storage.record_results(results, self.clock.now())
+        await self.storage.dispatch.record_results(results, self.clock.now())
 
     async def _some(self, status: str) -> str | None:
-        found, _ = await self.storage.list_tasks(None, status, 50, None)  # type: ignore[arg-type]
+        found, _ = await self.storage.tasks.list_tasks(None, status, 50, None)  # type: ignore[arg-type]
         return self.rng.choice(found).id if found else None
 
     async def cancel(self) -> None:
         if task_id := await self._some("ready"):
-            await self.storage.cancel_task(task_id, self.clock.now())
+            await self.storage.tasks.cancel_task(task_id, self.clock.now())
 
     async def retry(self) -> None:
         if task_id := await self._some(self.rng.choice(["failed", "canceled"])):
-            await self.storage.retry_task(task_id, self.clock.now())
+            await self.storage.tasks.retry_task(task_id, self.clock.now())
 
     async def reap(self) -> None:
         self.clock.advance(120)
-        await self.storage.reap_expired(self.clock.now())
+        await self.storage.upkeep.reap_expired(self.clock.now())
         self.claimed.clear()  # their leases are gone: a result would be refused as stale
 
     async def purge(self) -> None:
         with contextlib.suppress(QueueNotFound):
-            await self.storage.purge_queue(self.rng.choice(QUEUES))
+            await self.storage.queues.purge_queue(self.rng.choice(QUEUES))
 
     async def delete(self) -> None:
         if self.rng.random() < 0.5:  # deleting often would leave little to count
             return
         queue = self.rng.choice(QUEUES)
         try:
-            await self.storage.delete_queue(queue)
+            await self.storage.queues.delete_queue(queue)
         except QueueNotFound:
             return
         self.claimed = [task for task in self.claimed if task.queue != queue]
 
     async def prune(self) -> None:
-        await self.storage.prune_succeeded(self.clock.now() + timedelta(seconds=1))
+        await self.storage.upkeep.prune_succeeded(self.clock.now() + timedelta(seconds=1))
 
     async def pause(self) -> None:  # changes no task: the counts must not move either
         queue = self.rng.choice(QUEUES)
-        await self.storage.put_queue(queue, QueueConfig(paused=self.rng.random() < 0.3), self.clock.now())
+        await self.storage.queues.put_queue(
+            queue, QueueConfig(paused=self.rng.random() < 0.3), self.clock.now()
+        )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -144,7 +148,7 @@ async def test_kept_counts_match_the_tasks_through_every_change(
         step = await walk.step()
         try:
             await assert_counts_true(storage)
-            await storage.fold_task_counts()
+            await storage.upkeep.fold_task_counts()
             await assert_counts_true(storage)
         except AssertionError as error:
             raise AssertionError(f"after {step} (seed {seed})") from error
@@ -155,15 +159,15 @@ async def test_counts_are_shared_by_processes_and_folds_lose_nothing(
 ) -> None:
     other = await another_process(storage, database_url)
     try:
-        await storage.enqueue(in_queue("a", [new() for _ in range(5)]), clock.now())
-        await other.fold_task_counts()
-        await other.enqueue(in_queue("a", [new() for _ in range(3)]), clock.now())
-        claim = await other.claim_tasks(2, clock.now(), token(), MARGIN)
-        await storage.fold_task_counts()
-        await other.fold_task_counts()
+        await storage.tasks.enqueue(in_queue("a", [new() for _ in range(5)]), clock.now())
+        await other.upkeep.fold_task_counts()
+        await other.tasks.enqueue(in_queue("a", [new() for _ in range(3)]), clock.now())
+        claim = await other.dispatch.claim_tasks(2, clock.now(), token(), MARGIN)
+        await storage.upkeep.fold_task_counts()
+        await other.upkeep.fold_task_counts()
         assert (await counted(storage))["a"]["ready"] == 6
         assert (await counted(storage))["a"]["running"] == 2
-        await storage.record_results(
+        await storage.dispatch.record_results(
             [result_for(task, clock.now(), "succeeded") for task in claim.tasks], clock.now()
         )
         assert await counted(other) == await true_counts(other)
@@ -179,44 +183,46 @@ def minute(scope: str, name: str, at: VirtualClock, **counts: int) -> MinuteStat
 
 async def test_delivery_minutes_add_up_per_series_and_minute(storage: Storage, clock: VirtualClock) -> None:
     first = minute_of(clock.now())
-    await storage.add_delivery_minutes([minute("queue", "a", clock, succeeded=3, retried=1)])
-    await storage.add_delivery_minutes(
+    await storage.history.add_delivery_minutes([minute("queue", "a", clock, succeeded=3, retried=1)])
+    await storage.history.add_delivery_minutes(
         [minute("queue", "a", clock, succeeded=2, failed=1)]
     )  # another process
-    await storage.add_delivery_minutes(
+    await storage.history.add_delivery_minutes(
         [minute("endpoint", "ep_1", clock, succeeded=4), minute("queue", "b", clock, failed=2)]
     )
     clock.advance(60)
-    await storage.add_delivery_minutes([minute("queue", "a", clock, succeeded=1)])
+    await storage.history.add_delivery_minutes([minute("queue", "a", clock, succeeded=1)])
 
-    [one, two] = await storage.delivery_minutes("queue", "a", first)
+    [one, two] = await storage.history.delivery_minutes("queue", "a", first)
     assert (one.minute, one.succeeded, one.retried, one.failed) == (first, 5, 1, 1)
     assert one.buckets == [0, 0, 7] + [0] * (len(BUCKETS_MS) - 3)
     assert (two.minute, two.succeeded) == (first + timedelta(minutes=1), 1)
-    assert [row.succeeded for row in await storage.delivery_minutes("endpoint", "ep_1", first)] == [4]
-    assert await storage.delivery_minutes("endpoint", "a", first) == []  # a scope of its own
-    assert [row.minute for row in await storage.delivery_minutes("queue", "a", two.minute)] == [two.minute]
+    assert [row.succeeded for row in await storage.history.delivery_minutes("endpoint", "ep_1", first)] == [4]
+    assert await storage.history.delivery_minutes("endpoint", "a", first) == []  # a scope of its own
+    assert [row.minute for row in await storage.history.delivery_minutes("queue", "a", two.minute)] == [
+        two.minute
+    ]
 
-    every_queue = await storage.delivery_minutes("queue", None, first)
+    every_queue = await storage.history.delivery_minutes("queue", None, first)
     assert [(row.name, row.minute, row.succeeded) for row in every_queue] == [
         ("a", first, 5), ("a", two.minute, 1), ("b", first, 0)
     ]  # fmt: skip
-    await storage.prune_delivery_minutes(two.minute)
-    assert [row.minute for row in await storage.delivery_minutes("queue", "a", first)] == [two.minute]
-    assert await storage.delivery_minutes("queue", "b", first) == []
+    await storage.history.prune_delivery_minutes(two.minute)
+    assert [row.minute for row in await storage.history.delivery_minutes("queue", "a", first)] == [two.minute]
+    assert await storage.history.delivery_minutes("queue", "b", first) == []
 
 
 async def test_a_deleted_queue_takes_its_delivery_minutes_with_it(
     storage: Storage, clock: VirtualClock
 ) -> None:
     for name in ("a", "b"):
-        await storage.put_queue(name, QueueConfig(), clock.now())
-    await storage.add_delivery_minutes(
+        await storage.queues.put_queue(name, QueueConfig(), clock.now())
+    await storage.history.add_delivery_minutes(
         [minute("queue", "a", clock, succeeded=3), minute("queue", "b", clock, succeeded=1)]
     )
-    await storage.delete_queue("a")
-    await storage.put_queue("a", QueueConfig(), clock.now())  # made again: an empty chart
-    every_queue = await storage.delivery_minutes("queue", None, minute_of(clock.now()))
+    await storage.queues.delete_queue("a")
+    await storage.queues.put_queue("a", QueueConfig(), clock.now())  # made again: an empty chart
+    every_queue = await storage.history.delivery_minutes("queue", None, minute_of(clock.now()))
     assert [(row.name, row.succeeded) for row in every_queue] == [("b", 1)]
 
 
@@ -240,17 +246,17 @@ async def test_counts_a_write_behind_the_triggers_changed_are_found_and_counted_
     storage: Storage, clock: VirtualClock, database_url: str
 ) -> None:
     tasks = in_queue("a", [new(), new()]) + in_queue("b", [new()]) + in_queue("c", [new()])
-    await storage.enqueue(tasks, clock.now())
-    await storage.fold_task_counts()
-    assert await storage.miscounted_queues() == []
+    await storage.tasks.enqueue(tasks, clock.now())
+    await storage.upkeep.fold_task_counts()
+    assert await storage.upkeep.miscounted_queues() == []
     # What a restore with triggers disabled leaves: counts of tasks that are not there, or
     # none for tasks that are.
     await behind_workly(database_url, "INSERT INTO task_counts (queue, status, n) VALUES ('a', 'failed', 5)")
     await behind_workly(database_url, "DELETE FROM task_counts WHERE queue = 'c'")
-    assert await storage.miscounted_queues() == ["a", "c"]
-    await storage.recount_tasks()
-    assert await storage.miscounted_queues() == []
+    assert await storage.upkeep.miscounted_queues() == ["a", "c"]
+    await storage.upkeep.recount_tasks()
+    assert await storage.upkeep.miscounted_queues() == []
     await assert_counts_true(storage)
-    await storage.enqueue(in_queue("c", [new()]), clock.now())  # the triggers go on from the new count
-    await storage.fold_task_counts()
+    await storage.tasks.enqueue(in_queue("c", [new()]), clock.now())  # the triggers go on from the new count
+    await storage.upkeep.fold_task_counts()
     await assert_counts_true(storage)

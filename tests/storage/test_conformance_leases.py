@@ -7,17 +7,17 @@ from datetime import timedelta
 from tests.storage.helpers import new, result_for, token
 from tests.support.clock import VirtualClock
 from workly.models import QueueConfig
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 
 MARGIN = 30.0
 LEASE = 30.0 + MARGIN  # the queue default timeout plus the margin
 
 
 async def test_a_lease_that_has_not_expired_is_left_alone(storage: Storage, clock: VirtualClock) -> None:
-    [stored] = await storage.enqueue([new()], clock.now())
-    await storage.claim_tasks(10, clock.now(), token(), MARGIN)
-    assert await storage.reap_expired(clock.advance(LEASE - 0.001)) == 0
-    task = await storage.get_task(stored.task.id)
+    [stored] = await storage.tasks.enqueue([new()], clock.now())
+    await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
+    assert await storage.upkeep.reap_expired(clock.advance(LEASE - 0.001)) == 0
+    task = await storage.tasks.get_task(stored.task.id)
     assert task is not None
     assert task.status == "running"
 
@@ -25,75 +25,75 @@ async def test_a_lease_that_has_not_expired_is_left_alone(storage: Storage, cloc
 async def test_an_expired_lease_returns_the_task_with_the_attempt_counted(
     storage: Storage, clock: VirtualClock
 ) -> None:
-    [stored] = await storage.enqueue([new()], clock.now())
+    [stored] = await storage.tasks.enqueue([new()], clock.now())
     claimed_at = clock.now()
-    await storage.claim_tasks(10, clock.now(), token(), MARGIN)
+    await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
     reaped_at = clock.advance(LEASE + 1)
-    assert await storage.reap_expired(reaped_at) == 1
-    task = await storage.get_task(stored.task.id)
+    assert await storage.upkeep.reap_expired(reaped_at) == 1
+    task = await storage.tasks.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.attempts, task.run_at) == ("ready", 1, reaped_at)
     assert task.last_error is not None
     assert "lease expired" in task.last_error
-    [attempt] = await storage.list_attempts(stored.task.id)
+    [attempt] = await storage.tasks.list_attempts(stored.task.id)
     assert (attempt.attempt, attempt.status_code, attempt.stale) == (1, None, False)
     assert (attempt.started_at, attempt.finished_at) == (claimed_at, reaped_at)
-    [again] = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+    [again] = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
     assert again.attempt == 2
-    assert await storage.reap_expired(clock.now()) == 0  # the new lease is fresh
+    assert await storage.upkeep.reap_expired(clock.now()) == 0  # the new lease is fresh
 
 
 async def test_a_running_task_shows_who_holds_it_and_until_when(
     storage: Storage, clock: VirtualClock
 ) -> None:
-    [stored] = await storage.enqueue([new()], clock.now())
+    [stored] = await storage.tasks.enqueue([new()], clock.now())
     assert (stored.task.lease_holder, stored.task.lease_expires_at) == (None, None)
-    await storage.claim_tasks(10, clock.now(), f"worker-7.internal:4242/{token()}", MARGIN)
-    running = await storage.get_task(stored.task.id)
+    await storage.dispatch.claim_tasks(10, clock.now(), f"worker-7.internal:4242/{token()}", MARGIN)
+    running = await storage.tasks.get_task(stored.task.id)
     assert running is not None
     until = clock.now() + timedelta(seconds=LEASE)
     assert (running.lease_holder, running.lease_expires_at) == ("worker-7.internal:4242", until)
-    assert await storage.reap_expired(clock.advance(LEASE + 1)) == 1
-    ready = await storage.get_task(stored.task.id)
+    assert await storage.upkeep.reap_expired(clock.advance(LEASE + 1)) == 1
+    ready = await storage.tasks.get_task(stored.task.id)
     assert ready is not None
     assert (ready.status, ready.lease_holder, ready.lease_expires_at) == ("ready", None, None)
 
 
 async def test_the_lease_follows_the_tasks_timeout(storage: Storage, clock: VirtualClock) -> None:
-    await storage.enqueue([new(timeout=5)], clock.now())
-    await storage.claim_tasks(10, clock.now(), token(), MARGIN)
-    assert await storage.reap_expired(clock.advance(5 + MARGIN - 0.01)) == 0
-    assert await storage.reap_expired(clock.advance(0.02)) == 1
+    await storage.tasks.enqueue([new(timeout=5)], clock.now())
+    await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
+    assert await storage.upkeep.reap_expired(clock.advance(5 + MARGIN - 0.01)) == 0
+    assert await storage.upkeep.reap_expired(clock.advance(0.02)) == 1
 
 
 async def test_a_task_that_strands_repeatedly_fails_at_max_attempts(
     storage: Storage, clock: VirtualClock
 ) -> None:
-    [stored] = await storage.enqueue([new(max_attempts=3)], clock.now())
+    [stored] = await storage.tasks.enqueue([new(max_attempts=3)], clock.now())
     for _ in range(3):
-        assert len((await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks) == 1
-        assert await storage.reap_expired(clock.advance(LEASE + 1)) == 1
-    task = await storage.get_task(stored.task.id)
+        assert len((await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks) == 1
+        assert await storage.upkeep.reap_expired(clock.advance(LEASE + 1)) == 1
+    task = await storage.tasks.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.attempts) == ("failed", 3)
-    assert (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks == []
-    assert len(await storage.list_attempts(stored.task.id)) == 3
+    assert (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks == []
+    assert len(await storage.tasks.list_attempts(stored.task.id)) == 3
 
 
 async def test_a_result_from_a_reaped_claim_is_refused_and_kept_as_stale(
     storage: Storage, clock: VirtualClock
 ) -> None:
-    [stored] = await storage.enqueue([new()], clock.now())
-    [first] = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
-    await storage.reap_expired(clock.advance(LEASE + 1))
-    [second] = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
-    await storage.record_results([result_for(second, clock.now(), "succeeded", 204)], clock.now())
-    late = await storage.record_results([result_for(first, clock.now(), "failed", 500)], clock.now())
+    [stored] = await storage.tasks.enqueue([new()], clock.now())
+    [first] = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+    await storage.upkeep.reap_expired(clock.advance(LEASE + 1))
+    [second] = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+    await storage.dispatch.record_results([result_for(second, clock.now(), "succeeded", 204)], clock.now())
+    late = await storage.dispatch.record_results([result_for(first, clock.now(), "failed", 500)], clock.now())
     assert (late.accepted, late.stale) == (0, 1)
-    task = await storage.get_task(stored.task.id)
+    task = await storage.tasks.get_task(stored.task.id)
     assert task is not None
     assert (task.status, task.last_status_code) == ("succeeded", 204)  # not overwritten
-    attempts = await storage.list_attempts(stored.task.id)
+    attempts = await storage.tasks.list_attempts(stored.task.id)
     assert [(a.attempt, a.status_code, a.stale) for a in attempts] == [
         (1, None, False),
         (2, 204, False),
@@ -102,19 +102,19 @@ async def test_a_result_from_a_reaped_claim_is_refused_and_kept_as_stale(
 
 
 async def test_the_reaper_works_in_batches(storage: Storage, clock: VirtualClock) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=100), clock.now())
-    await storage.enqueue([new() for _ in range(7)], clock.now())
-    await storage.claim_tasks(100, clock.now(), token(), MARGIN)
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=100), clock.now())
+    await storage.tasks.enqueue([new() for _ in range(7)], clock.now())
+    await storage.dispatch.claim_tasks(100, clock.now(), token(), MARGIN)
     later = clock.advance(LEASE + 1)
-    assert [await storage.reap_expired(later, limit=3) for _ in range(4)] == [3, 3, 1, 0]
+    assert [await storage.upkeep.reap_expired(later, limit=3) for _ in range(4)] == [3, 3, 1, 0]
 
 
 async def test_the_heartbeat_extends_only_leases_still_held(storage: Storage, clock: VirtualClock) -> None:
-    await storage.put_queue("q", QueueConfig(max_concurrency=10), clock.now())
-    await storage.enqueue([new(), new()], clock.now())
-    held, finished = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
-    await storage.record_results([result_for(finished, clock.now(), "succeeded")], clock.now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=10), clock.now())
+    await storage.tasks.enqueue([new(), new()], clock.now())
+    held, finished = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+    await storage.dispatch.record_results([result_for(finished, clock.now(), "succeeded")], clock.now())
     leases = [(held.seq, held.lease_token), (finished.seq, finished.lease_token), (held.seq, "not-mine")]
-    assert await storage.extend_leases(leases, clock.advance(50), MARGIN) == 1
-    assert await storage.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
-    assert await storage.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one (110 s)
+    assert await storage.dispatch.extend_leases(leases, clock.advance(50), MARGIN) == 1
+    assert await storage.upkeep.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
+    assert await storage.upkeep.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one (110 s)

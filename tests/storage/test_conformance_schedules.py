@@ -18,7 +18,7 @@ from workly.errors import ScheduleNotFound
 from workly.ids import new_id, new_task_id
 from workly.models import NewTask, Task
 from workly.schedules import Fired, Firing, Schedule, ScheduleSpec, firing_key, first_run, plan_firing
-from workly.storage.base import FiringPlan, Storage
+from workly.storage.contract import FiringPlan, Storage
 from workly.webhooks import EndpointSpec, NewEvent
 
 TEMPLATE = NewTask(
@@ -35,7 +35,9 @@ def task_spec(cron: str = "* * * * *", **fields: object) -> ScheduleSpec:
 
 
 async def create(storage: Storage, clock: VirtualClock, spec: ScheduleSpec) -> Schedule:
-    return await storage.create_schedule(new_id("sch"), spec, first_run(spec, clock.now()), clock.now())
+    return await storage.schedules.create_schedule(
+        new_id("sch"), spec, first_run(spec, clock.now()), clock.now()
+    )
 
 
 def planner(now: datetime) -> FiringPlan:
@@ -43,14 +45,14 @@ def planner(now: datetime) -> FiringPlan:
 
 
 async def fire(storage: Storage, clock: VirtualClock, limit: int = 100) -> list[Fired]:
-    return await storage.fire_due_schedules(clock.now(), limit, planner(clock.now()), new_task_id)
+    return await storage.schedules.fire_due_schedules(clock.now(), limit, planner(clock.now()), new_task_id)
 
 
 async def tasks_of(storage: Storage, queue: str = "reports") -> list[Task]:
     """The queue's tasks, oldest fire time first (none when the queue was never made)."""
-    if await storage.get_queue(queue) is None:
+    if await storage.queues.get_queue(queue) is None:
         return []
-    found, _ = await storage.list_tasks(queue, None, 500, None)
+    found, _ = await storage.tasks.list_tasks(queue, None, 500, None)
     return sorted(found, key=lambda task: task.run_at)
 
 
@@ -61,17 +63,17 @@ async def test_a_schedule_is_stored_and_read_back_whole(storage: Storage, clock:
     assert created.next_run_at == clock.now() + timedelta(minutes=5)  # 12:00 UTC → 12:05
     assert (created.last_run_at, created.last_task_id, created.last_event_id) == (None, None, None)
     assert created.created_at == created.updated_at == clock.now()
-    assert await storage.get_schedule(created.id) == created
+    assert await storage.schedules.get_schedule(created.id) == created
     event = await create(storage, clock, ScheduleSpec(cron="0 9 * * *", event=EVENT, paused=True))
     assert event.spec.event == EVENT and event.spec.task is None and event.next_run_at is None
-    assert await storage.get_schedule("sch_missing") is None
+    assert await storage.schedules.get_schedule("sch_missing") is None
 
 
 async def test_schedules_list_newest_first_with_a_cursor(storage: Storage, clock: VirtualClock) -> None:
     ids = [(await create(storage, clock, task_spec())).id for _ in range(3)]
-    first, next_seq = await storage.list_schedules(2, None)
+    first, next_seq = await storage.schedules.list_schedules(2, None)
     assert [s.id for s in first] == ids[::-1][:2] and next_seq is not None
-    rest, end = await storage.list_schedules(2, next_seq)
+    rest, end = await storage.schedules.list_schedules(2, next_seq)
     assert ([s.id for s in rest], end) == ([ids[0]], None)
 
 
@@ -96,7 +98,7 @@ async def test_a_due_schedule_fires_once_and_moves_on(storage: Storage, clock: V
         600.0,
         "http://127.0.0.1:9/ok",
     )
-    after = await storage.get_schedule(schedule.id)
+    after = await storage.schedules.get_schedule(schedule.id)
     assert after is not None
     assert (after.next_run_at, after.last_run_at, after.last_task_id) == (
         fire_at + timedelta(minutes=1), fire_at, task.id,
@@ -144,7 +146,7 @@ async def test_after_downtime_catch_up_latest_fires_once_for_the_missed_window(
     assert (made.fire_at, made.created) == (fire_at, True)
     [task] = await tasks_of(storage)
     assert task.run_at == fire_at
-    after = await storage.get_schedule(schedule.id)
+    after = await storage.schedules.get_schedule(schedule.id)
     assert after is not None and after.next_run_at == fire_at + timedelta(minutes=10)
 
 
@@ -156,7 +158,7 @@ async def test_after_downtime_catch_up_none_skips_to_the_next_time(
     [made] = await fire(storage, clock)
     assert (made.fire_at, made.task_id, made.created) == (None, None, False)
     assert await tasks_of(storage) == []
-    after = await storage.get_schedule(schedule.id)
+    after = await storage.schedules.get_schedule(schedule.id)
     assert after is not None and after.last_run_at is None
     assert after.next_run_at == datetime(2030, 1, 1, 15, 10, tzinfo=clock.now().tzinfo)
     clock.advance(7 * 60 + 56)  # 15:10:01: a second late is not missed
@@ -171,7 +173,7 @@ async def test_paused_schedules_never_fire_but_can_be_triggered(
     clock.advance(3600)
     assert await fire(storage, clock) == []
     now = clock.now()
-    made, answered = await storage.trigger_schedule(
+    made, answered = await storage.schedules.trigger_schedule(
         schedule.id,
         now,
         lambda s: plan_firing(s, now, new_task_id(), new_id("evt"), trigger=True),
@@ -180,18 +182,18 @@ async def test_paused_schedules_never_fire_but_can_be_triggered(
     assert made.created and made.fire_at == now
     [task] = await tasks_of(storage)
     assert task.id == made.task_id and task.run_at == now
-    after = await storage.get_schedule(schedule.id)
+    after = await storage.schedules.get_schedule(schedule.id)
     assert after == answered  # the schedule as the trigger's transaction left it
     assert (after.next_run_at, after.last_task_id, after.last_run_at) == (None, task.id, now)
     with pytest.raises(ScheduleNotFound):
-        await storage.trigger_schedule("sch_missing", now, planner(now), new_task_id)
+        await storage.schedules.trigger_schedule("sch_missing", now, planner(now), new_task_id)
 
 
 async def test_a_firing_made_before_is_not_made_again(storage: Storage, clock: VirtualClock) -> None:
     schedule = await create(storage, clock, task_spec())
     clock.advance(60)  # exactly 12:01: a trigger now has the key of the 12:01 firing
     now = clock.now()
-    by_hand, _ = await storage.trigger_schedule(
+    by_hand, _ = await storage.schedules.trigger_schedule(
         schedule.id,
         now,
         lambda s: plan_firing(s, now, new_task_id(), new_id("evt"), trigger=True),
@@ -205,20 +207,20 @@ async def test_a_firing_made_before_is_not_made_again(storage: Storage, clock: V
 async def test_an_event_schedule_publishes_to_the_matching_endpoints(
     storage: Storage, clock: VirtualClock
 ) -> None:
-    endpoint = await storage.create_endpoint(
+    endpoint = await storage.webhooks.create_endpoint(
         new_id("ep"), EndpointSpec(url=URL, event_types=("report.*",)), clock.now()
     )
     schedule = await create(storage, clock, ScheduleSpec(cron="* * * * *", event=EVENT))
     clock.advance(61)
     [made] = await fire(storage, clock)
     assert made.created and made.event_id is not None and made.task_id is None
-    event = await storage.get_event(made.event_id)
+    event = await storage.webhooks.get_event(made.event_id)
     assert event is not None and event.type == "report.ready" and event.payload == b'{"n":1}'
     assert event.idempotency_key == firing_key(
         schedule.id, datetime(2030, 1, 1, 12, 1, tzinfo=clock.now().tzinfo)
     )
     assert [d.endpoint_id for d in event.deliveries] == [endpoint.id]
-    after = await storage.get_schedule(schedule.id)
+    after = await storage.schedules.get_schedule(schedule.id)
     assert after is not None and after.last_event_id == event.id
 
 
@@ -233,7 +235,7 @@ async def test_update_applies_the_change_inside_the_transaction(
         assert current == schedule
         return replace(current.spec, cron="0 * * * *", name="hourly"), later
 
-    changed = await storage.update_schedule(schedule.id, change, clock.now())
+    changed = await storage.schedules.update_schedule(schedule.id, change, clock.now())
     assert (changed.spec.cron, changed.spec.name, changed.next_run_at) == ("0 * * * *", "hourly", later)
     assert changed.updated_at == clock.now() and changed.created_at == schedule.created_at
 
@@ -241,29 +243,29 @@ async def test_update_applies_the_change_inside_the_transaction(
         raise ValueError("no")
 
     with pytest.raises(ValueError, match="no"):
-        await storage.update_schedule(schedule.id, refuse, clock.now())
-    assert await storage.get_schedule(schedule.id) == changed
+        await storage.schedules.update_schedule(schedule.id, refuse, clock.now())
+    assert await storage.schedules.get_schedule(schedule.id) == changed
     with pytest.raises(ScheduleNotFound):
-        await storage.update_schedule("sch_missing", change, clock.now())
+        await storage.schedules.update_schedule("sch_missing", change, clock.now())
 
 
 async def test_delete_leaves_the_tasks_it_made(storage: Storage, clock: VirtualClock) -> None:
     schedule = await create(storage, clock, task_spec())
     clock.advance(60)
     [made] = await fire(storage, clock)
-    await storage.delete_schedule(schedule.id)
-    assert await storage.get_schedule(schedule.id) is None
+    await storage.schedules.delete_schedule(schedule.id)
+    assert await storage.schedules.get_schedule(schedule.id) is None
     assert [t.id for t in await tasks_of(storage)] == [made.task_id]
     with pytest.raises(ScheduleNotFound):
-        await storage.delete_schedule(schedule.id)
+        await storage.schedules.delete_schedule(schedule.id)
 
 
 async def test_next_schedule_at_is_the_earliest_next_run(storage: Storage, clock: VirtualClock) -> None:
-    assert await storage.next_schedule_at() is None
+    assert await storage.schedules.next_schedule_at() is None
     await create(storage, clock, task_spec("0 * * * *"))
     await create(storage, clock, task_spec("*/5 * * * *"))
     await create(storage, clock, task_spec("* * * * *", paused=True))
-    assert await storage.next_schedule_at() == clock.now() + timedelta(minutes=5)
+    assert await storage.schedules.next_schedule_at() == clock.now() + timedelta(minutes=5)
 
 
 async def test_a_batch_limit_leaves_the_rest_for_the_next_round(
@@ -282,15 +284,17 @@ async def test_skipped_and_unplanned_schedules_are_left_as_they_are(
 ) -> None:
     skipped, unplanned, fired_one = [await create(storage, clock, task_spec()) for _ in range(3)]
     clock.advance(60)
-    assert await storage.next_schedule_at(skip=[s.id for s in (skipped, unplanned, fired_one)]) is None
-    assert await storage.next_schedule_at(skip=[skipped.id]) == skipped.next_run_at
+    assert (
+        await storage.schedules.next_schedule_at(skip=[s.id for s in (skipped, unplanned, fired_one)]) is None
+    )
+    assert await storage.schedules.next_schedule_at(skip=[skipped.id]) == skipped.next_run_at
     now = clock.now()
 
     def plan(schedule: Schedule) -> Firing | None:
         assert schedule.id != skipped.id, "a skipped schedule is not even read"
         return None if schedule.id == unplanned.id else planner(now)(schedule)
 
-    [made] = await storage.fire_due_schedules(now, 10, plan, new_task_id, skip=[skipped.id])
+    [made] = await storage.schedules.fire_due_schedules(now, 10, plan, new_task_id, skip=[skipped.id])
     assert made.schedule_id == fired_one.id
     for untouched in (skipped, unplanned):
-        assert await storage.get_schedule(untouched.id) == untouched  # still due, as it was
+        assert await storage.schedules.get_schedule(untouched.id) == untouched  # still due, as it was

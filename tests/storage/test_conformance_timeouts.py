@@ -55,16 +55,16 @@ async def test_a_blocked_write_gives_up_after_the_database_timeout(
 ) -> None:
     storage = await open_storage(database_url, db_timeout=DB_TIMEOUT)
     try:
-        await storage.migrate()
+        await storage.database.migrate()
         blocked, later = new(), new()
         async with blocking_writes(database_url):
             async with asyncio.timeout(GUARD):
                 with pytest.raises(StorageUnavailable):
-                    await storage.enqueue([blocked], clock.now())
-        [stored] = await storage.enqueue([later], clock.now())
+                    await storage.tasks.enqueue([blocked], clock.now())
+        [stored] = await storage.tasks.enqueue([later], clock.now())
         assert stored.created
-        assert await storage.get_task(blocked.id) is None
-        listed, _ = await storage.list_tasks("q", None, 10, None)
+        assert await storage.tasks.get_task(blocked.id) is None
+        listed, _ = await storage.tasks.list_tasks("q", None, 10, None)
         assert [t.id for t in listed] == [later.id]
     finally:
         await storage.close()

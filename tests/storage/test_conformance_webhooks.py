@@ -16,7 +16,7 @@ from workly.breaker import HELD_UNTIL, BreakerRules
 from workly.errors import EndpointNotFound, StorageConflict, TaskStateConflict
 from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, BreakerEffect, ClaimedTask, Outcome, QueueConfig, Task
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.webhooks import Endpoint, EndpointSpec, NewEvent, Published
 
 MARGIN = 30.0
@@ -34,7 +34,7 @@ def spec(**fields: Any) -> EndpointSpec:
 
 
 async def endpoint(storage: Storage, clock: VirtualClock, **fields: Any) -> Endpoint:
-    return await storage.create_endpoint(new_id("ep"), spec(**fields), clock.now())
+    return await storage.webhooks.create_endpoint(new_id("ep"), spec(**fields), clock.now())
 
 
 def event(event_type: str = "invoice.paid", **fields: Any) -> NewEvent:
@@ -45,7 +45,7 @@ def event(event_type: str = "invoice.paid", **fields: Any) -> NewEvent:
 async def publish(
     storage: Storage, clock: VirtualClock, event_type: str = "invoice.paid", **fields: Any
 ) -> Published:
-    return await storage.publish(event(event_type, **fields), clock.now(), new_task_id)
+    return await storage.webhooks.publish(event(event_type, **fields), clock.now(), new_task_id)
 
 
 def receivers(published: Published) -> set[str]:
@@ -53,7 +53,7 @@ def receivers(published: Published) -> set[str]:
 
 
 async def claim(storage: Storage, now: datetime, limit: int = 100) -> list[ClaimedTask]:
-    return (await storage.claim_tasks(limit, now, token(), MARGIN)).tasks
+    return (await storage.dispatch.claim_tasks(limit, now, token(), MARGIN)).tasks
 
 
 def outcome(
@@ -83,19 +83,19 @@ def outcome(
 
 
 async def task(storage: Storage, task_id: str) -> Task:
-    found = await storage.get_task(task_id)
+    found = await storage.tasks.get_task(task_id)
     assert found is not None
     return found
 
 
 async def health_of(storage: Storage, endpoint_id: str) -> Endpoint:
-    found = await storage.get_endpoint(endpoint_id)
+    found = await storage.webhooks.get_endpoint(endpoint_id)
     assert found is not None
     return found
 
 
 async def all_tasks(storage: Storage) -> list[Task]:
-    found, _ = await storage.list_tasks(None, None, 1000, None)
+    found, _ = await storage.tasks.list_tasks(None, None, 1000, None)
     return found
 
 
@@ -107,7 +107,7 @@ async def open_breaker(
     ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(events)]
     failed = await claim(storage, clock.now(), limit=3)
     assert [c.id for c in failed] == ids[:3]
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(c, clock.now(), "fail") for c in failed], clock.now(), RULES
     )
     assert summary.accepted == 3
@@ -138,10 +138,10 @@ async def test_create_endpoint_makes_its_queue(storage: Storage, clock: VirtualC
     assert created.health.state == "healthy"
     assert (created.health.consecutive_failures, created.health.probe_at) == (0, None)
     assert created.created_at == created.updated_at == clock.now()
-    queue = await storage.get_queue(created.id)
+    queue = await storage.queues.get_queue(created.id)
     assert queue is not None
     assert queue.config == delivery  # its settings, its secret, not paused
-    assert await storage.get_endpoint(created.id) == created
+    assert await storage.webhooks.get_endpoint(created.id) == created
 
 
 async def test_list_endpoints_newest_first_with_cursor_and_tenant(
@@ -150,17 +150,17 @@ async def test_list_endpoints_newest_first_with_cursor_and_tenant(
     first = await endpoint(storage, clock, tenant="a")
     second = await endpoint(storage, clock)
     third = await endpoint(storage, clock, tenant="a")
-    page, cursor = await storage.list_endpoints(None, 2, None)
+    page, cursor = await storage.webhooks.list_endpoints(None, 2, None)
     assert [e.id for e in page] == [third.id, second.id]
     assert cursor is not None
-    rest, end = await storage.list_endpoints(None, 2, cursor)
+    rest, end = await storage.webhooks.list_endpoints(None, 2, cursor)
     assert [e.id for e in rest] == [first.id]
     assert end is None
-    tenant_page, tenant_cursor = await storage.list_endpoints("a", 10, None)
+    tenant_page, tenant_cursor = await storage.webhooks.list_endpoints("a", 10, None)
     assert [e.id for e in tenant_page] == [third.id, first.id]
     assert tenant_cursor is None
-    assert await storage.list_endpoints("nobody", 10, None) == ([], None)
-    assert page[0] == await storage.get_endpoint(third.id)
+    assert await storage.webhooks.list_endpoints("nobody", 10, None) == ([], None)
+    assert page[0] == await storage.webhooks.get_endpoint(third.id)
 
 
 async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
@@ -169,7 +169,9 @@ async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
     created = await endpoint(storage, clock)
     done = (await publish(storage, clock)).event.deliveries[0].task_id
     [claimed] = await claim(storage, clock.now())
-    await storage.record_results([outcome(claimed, clock.now(), "ok", "succeeded", 200)], clock.now())
+    await storage.dispatch.record_results(
+        [outcome(claimed, clock.now(), "ok", "succeeded", 200)], clock.now()
+    )
     waiting = (await publish(storage, clock)).event.deliveries[0].task_id
     new_url = "http://127.0.0.1:9/moved"
 
@@ -184,15 +186,15 @@ async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
             delivery=replace(current.delivery, max_concurrency=9),
         )
 
-    updated = await storage.update_endpoint(created.id, change, clock.advance(5))
+    updated = await storage.webhooks.update_endpoint(created.id, change, clock.advance(5))
     assert updated.spec.url == new_url
     assert (updated.spec.description, updated.spec.event_types) == ("moved", ("order.*",))
     assert updated.spec.headers == {"x-b": "2"}
     assert updated.spec.delivery.max_concurrency == 9
     assert updated.updated_at == clock.now()
     assert updated.created_at == created.created_at
-    assert await storage.get_endpoint(created.id) == updated
-    queue = await storage.get_queue(created.id)
+    assert await storage.webhooks.get_endpoint(created.id) == updated
+    queue = await storage.queues.get_queue(created.id)
     assert queue is not None
     assert (queue.config.max_concurrency, queue.config.paused) == (9, False)
     assert (await task(storage, waiting)).url == new_url  # a delivery still waiting goes to the new URL
@@ -201,15 +203,15 @@ async def test_update_endpoint_applies_a_change_and_moves_ready_deliveries(
 
 async def test_update_keeps_a_disabled_endpoint_disabled(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock)
-    await storage.set_endpoint_enabled(created.id, False, "maintenance", clock.now())
+    await storage.webhooks.set_endpoint_enabled(created.id, False, "maintenance", clock.now())
 
     def change(current: EndpointSpec) -> EndpointSpec:
         return replace(current, delivery=replace(current.delivery, max_concurrency=4))
 
-    updated = await storage.update_endpoint(created.id, change, clock.now())
+    updated = await storage.webhooks.update_endpoint(created.id, change, clock.now())
     assert not updated.enabled
     assert (updated.health.state, updated.health.disabled_reason) == ("disabled", "maintenance")
-    queue = await storage.get_queue(created.id)
+    queue = await storage.queues.get_queue(created.id)
     assert queue is not None
     assert (queue.config.max_concurrency, queue.config.paused) == (4, True)
 
@@ -221,8 +223,8 @@ async def test_update_endpoint_raises_what_the_change_raises(storage: Storage, c
         raise ValueError("refused")
 
     with pytest.raises(ValueError, match="refused"):
-        await storage.update_endpoint(created.id, change, clock.advance(1))
-    assert await storage.get_endpoint(created.id) == created
+        await storage.webhooks.update_endpoint(created.id, change, clock.advance(1))
+    assert await storage.webhooks.get_endpoint(created.id) == created
 
 
 async def test_delete_endpoint_removes_its_queue_and_tasks(storage: Storage, clock: VirtualClock) -> None:
@@ -230,35 +232,35 @@ async def test_delete_endpoint_removes_its_queue_and_tasks(storage: Storage, clo
     kept = await endpoint(storage, clock)
     published = await publish(storage, clock)
     assert receivers(published) == {doomed.id, kept.id}
-    await storage.enqueue(in_queue("plain", [new()]), clock.now())
-    await storage.delete_endpoint(doomed.id)
-    assert await storage.get_endpoint(doomed.id) is None
-    assert await storage.get_queue(doomed.id) is None
+    await storage.tasks.enqueue(in_queue("plain", [new()]), clock.now())
+    await storage.webhooks.delete_endpoint(doomed.id)
+    assert await storage.webhooks.get_endpoint(doomed.id) is None
+    assert await storage.queues.get_queue(doomed.id) is None
     assert {t.queue for t in await all_tasks(storage)} == {kept.id, "plain"}
-    stored = await storage.get_event(published.event.id)
+    stored = await storage.webhooks.get_event(published.event.id)
     assert stored is not None
     assert [d.endpoint_id for d in stored.deliveries] == [kept.id]
-    assert [e.id for e in (await storage.list_endpoints(None, 10, None))[0]] == [kept.id]
+    assert [e.id for e in (await storage.webhooks.list_endpoints(None, 10, None))[0]] == [kept.id]
 
 
 async def test_unknown_endpoints(storage: Storage, clock: VirtualClock) -> None:
     missing = new_id("ep")
-    assert await storage.get_endpoint(missing) is None
+    assert await storage.webhooks.get_endpoint(missing) is None
     with pytest.raises(EndpointNotFound):
-        await storage.update_endpoint(missing, lambda s: s, clock.now())
+        await storage.webhooks.update_endpoint(missing, lambda s: s, clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.delete_endpoint(missing)
+        await storage.webhooks.delete_endpoint(missing)
     with pytest.raises(EndpointNotFound):
-        await storage.set_endpoint_enabled(missing, True, None, clock.now())
+        await storage.webhooks.set_endpoint_enabled(missing, True, None, clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.set_endpoint_enabled(missing, False, "x", clock.now())
+        await storage.webhooks.set_endpoint_enabled(missing, False, "x", clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.recover_endpoint(missing, clock.now(), clock.now())
+        await storage.webhooks.recover_endpoint(missing, clock.now(), clock.now())
     # A plain queue is not an endpoint.
-    await storage.put_queue("plain", QueueConfig(), clock.now())
+    await storage.queues.put_queue("plain", QueueConfig(), clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.delete_endpoint("plain")
-    assert await storage.get_queue("plain") is not None
+        await storage.webhooks.delete_endpoint("plain")
+    assert await storage.queues.get_queue("plain") is not None
 
 
 # --- publish: fan-out ------------------------------------------------------------------
@@ -275,10 +277,10 @@ async def test_publish_fans_out_to_matching_endpoints(storage: Storage, clock: V
     assert receivers(await publish(storage, clock, "invoice")) == {every.id}
     assert receivers(await publish(storage, clock, "customer.created")) == {other.id, every.id}
     assert receivers(await publish(storage, clock, "order.shipped.late")) == {other.id, every.id}
-    nobody = await storage.publish(event("invoice.paid", tenant="nobody"), clock.now(), new_task_id)
+    nobody = await storage.webhooks.publish(event("invoice.paid", tenant="nobody"), clock.now(), new_task_id)
     assert nobody.created
     assert nobody.event.deliveries == []
-    assert await storage.get_event(nobody.event.id) == nobody.event
+    assert await storage.webhooks.get_event(nobody.event.id) == nobody.event
 
 
 async def test_publish_keeps_tenants_apart(storage: Storage, clock: VirtualClock) -> None:
@@ -294,10 +296,12 @@ async def test_publish_keeps_tenants_apart(storage: Storage, clock: VirtualClock
 async def test_disabled_endpoints_get_no_events(storage: Storage, clock: VirtualClock) -> None:
     enabled = await endpoint(storage, clock)
     disabled = await endpoint(storage, clock)
-    _, changed = await storage.set_endpoint_enabled(disabled.id, False, "paused by hand", clock.now())
+    _, changed = await storage.webhooks.set_endpoint_enabled(
+        disabled.id, False, "paused by hand", clock.now()
+    )
     assert changed
     assert receivers(await publish(storage, clock)) == {enabled.id}
-    await storage.set_endpoint_enabled(disabled.id, True, None, clock.now())
+    await storage.webhooks.set_endpoint_enabled(disabled.id, True, None, clock.now())
     assert receivers(await publish(storage, clock)) == {enabled.id, disabled.id}
 
 
@@ -338,7 +342,7 @@ async def test_each_delivery_is_a_task_of_the_endpoint(storage: Storage, clock: 
     assert by_endpoint[plain.id].headers == {"x-a": "1", "content-type": "application/json"}
     assert by_endpoint[typed.id].url == "http://127.0.0.1:9/typed"
     assert by_endpoint[typed.id].headers == {"Content-Type": "text/plain", "x-b": "2"}
-    assert await storage.get_event(stored.id) == stored
+    assert await storage.webhooks.get_event(stored.id) == stored
 
 
 async def test_a_delayed_event_is_delivered_when_due(storage: Storage, clock: VirtualClock) -> None:
@@ -355,16 +359,16 @@ async def test_list_events_newest_first_filtered(storage: Storage, clock: Virtua
     first = await publish(storage, clock, "invoice.paid")
     second = await publish(storage, clock, "invoice.paid", tenant="a")
     third = await publish(storage, clock, "customer.created")
-    page, cursor = await storage.list_events(None, None, 2, None)
+    page, cursor = await storage.webhooks.list_events(None, None, 2, None)
     assert [e.id for e in page] == [third.event.id, second.event.id]
     assert cursor is not None
-    rest, end = await storage.list_events(None, None, 2, cursor)
+    rest, end = await storage.webhooks.list_events(None, None, 2, cursor)
     assert ([e.id for e in rest], end) == ([first.event.id], None)
-    by_type, _ = await storage.list_events("invoice.paid", None, 10, None)
+    by_type, _ = await storage.webhooks.list_events("invoice.paid", None, 10, None)
     assert [e.id for e in by_type] == [second.event.id, first.event.id]
-    by_tenant, _ = await storage.list_events(None, "a", 10, None)
+    by_tenant, _ = await storage.webhooks.list_events(None, "a", 10, None)
     assert [e.id for e in by_tenant] == [second.event.id]
-    assert await storage.get_event(new_id("evt")) is None
+    assert await storage.webhooks.get_event(new_id("evt")) is None
 
 
 # --- publish: idempotency and atomicity -----------------------------------------------
@@ -381,7 +385,7 @@ async def test_publish_with_a_taken_idempotency_key_stores_nothing(
     assert not again.created
     assert again.event == original.event
     assert len(await all_tasks(storage)) == 1
-    assert len((await storage.list_events(None, None, 10, None))[0]) == 1
+    assert len((await storage.webhooks.list_events(None, None, 10, None))[0]) == 1
 
 
 async def test_idempotency_keys_are_per_tenant(storage: Storage, clock: VirtualClock) -> None:
@@ -403,9 +407,9 @@ async def test_retrying_a_publish_with_its_event_id_stores_nothing(
 ) -> None:
     await endpoint(storage, clock)
     first = event()
-    published = await storage.publish(first, clock.now(), new_task_id)
+    published = await storage.webhooks.publish(first, clock.now(), new_task_id)
     assert published.created
-    retried = await storage.publish(first, clock.advance(1), new_task_id)
+    retried = await storage.webhooks.publish(first, clock.advance(1), new_task_id)
     assert not retried.created
     assert retried.event == published.event
     assert len(await all_tasks(storage)) == 1
@@ -414,16 +418,16 @@ async def test_retrying_a_publish_with_its_event_id_stores_nothing(
 async def test_a_failed_publish_stores_nothing(storage: Storage, clock: VirtualClock) -> None:
     await endpoint(storage, clock)
     await endpoint(storage, clock)
-    [plain] = await storage.enqueue(in_queue("plain", [new()]), clock.now())
+    [plain] = await storage.tasks.enqueue(in_queue("plain", [new()]), clock.now())
     ids = iter([new_task_id(), plain.task.id])  # the second delivery collides with a stored task
     failing = event(idempotency_key="once")
     with pytest.raises(StorageConflict):
-        await storage.publish(failing, clock.now(), lambda: next(ids))
-    assert await storage.get_event(failing.id) is None
-    assert (await storage.list_events(None, None, 10, None))[0] == []
+        await storage.webhooks.publish(failing, clock.now(), lambda: next(ids))
+    assert await storage.webhooks.get_event(failing.id) is None
+    assert (await storage.webhooks.list_events(None, None, 10, None))[0] == []
     assert [t.id for t in await all_tasks(storage)] == [plain.task.id]
     # Nothing of it is left behind: the same event (and key) publishes afterwards.
-    published = await storage.publish(failing, clock.now(), new_task_id)
+    published = await storage.webhooks.publish(failing, clock.now(), new_task_id)
     assert published.created
     assert len(published.event.deliveries) == 2
 
@@ -445,7 +449,7 @@ async def test_claimed_deliveries_carry_their_event_endpoint_and_breaker(
     )
     assert (claimed.queue, claimed.url, claimed.method, claimed.body) == (created.id, URL, "POST", PAYLOAD)
     assert (claimed.max_attempts, claimed.timeout, claimed.attempt) == (4, 5.0, 1)
-    stored = await storage.get_event(published.event.id)
+    stored = await storage.webhooks.get_event(published.event.id)
     assert stored is not None
     assert [(d.status, d.attempts) for d in stored.deliveries] == [("running", 1)]
 
@@ -458,7 +462,9 @@ async def test_endpoint_delivery_settings_apply_to_the_claim(storage: Storage, c
     assert len(first) == 2
     assert {c.queue for c in first} == {narrow.id}
     assert await claim(storage, clock.now()) == []
-    await storage.record_results([outcome(first[0], clock.now(), "ok", "succeeded", 200)], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(first[0], clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
     assert len(await claim(storage, clock.now())) == 1
 
 
@@ -467,7 +473,7 @@ async def test_a_failing_endpoint_gets_one_delivery_at_a_time(storage: Storage, 
     for _ in range(4):
         await publish(storage, clock)
     [first] = await claim(storage, clock.now(), limit=1)
-    await storage.record_results([outcome(first, clock.now(), "fail")], clock.now(), RULES)
+    await storage.dispatch.record_results([outcome(first, clock.now(), "fail")], clock.now(), RULES)
     failing = await health_of(storage, created.id)
     assert failing.health.state == "failing"
     assert (failing.health.consecutive_failures, failing.health.failing_since) == (1, clock.now())
@@ -498,7 +504,7 @@ async def test_an_open_breaker_holds_the_endpoint_tasks(storage: Storage, clock:
         held = await task(storage, task_id)
         assert (held.status, held.attempts, held.run_at) == ("ready", 0, opened_at)
     assert HELD_UNTIL not in {t.run_at for t in await all_tasks(storage)}
-    listed, _ = await storage.list_tasks(created.id, "ready", 10, None)
+    listed, _ = await storage.tasks.list_tasks(created.id, "ready", 10, None)
     assert {t.run_at.year for t in listed} == {2030}
 
 
@@ -511,35 +517,35 @@ async def test_probe_cycle_reopens_then_closes(storage: Storage, clock: VirtualC
     assert (await task(storage, late)).run_at == clock.now()
 
     # Before probe_at nothing is released; at it, exactly one task: the first that was due.
-    assert await storage.release_probes(clock.advance(28.999)) == 0
+    assert await storage.upkeep.release_probes(clock.advance(28.999)) == 0
     assert await claim(storage, clock.now()) == []
-    assert await storage.release_probes(opened_at + timedelta(seconds=30)) == 1
+    assert await storage.upkeep.release_probes(opened_at + timedelta(seconds=30)) == 1
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 0  # its probe is out: no second one
+    assert await storage.upkeep.release_probes(clock.now()) == 0  # its probe is out: no second one
     [probe] = await claim(storage, clock.now())
     assert probe.id == ids[3]
     assert probe.attempt == 1
     assert await claim(storage, clock.now()) == []
-    assert await storage.release_probes(clock.now()) == 0  # still out while it runs
+    assert await storage.upkeep.release_probes(clock.now()) == 0  # still out while it runs
 
     # The probe fails: open again, with the cool-down doubled.
     reopened_at = clock.advance(2)
-    summary = await storage.record_results([outcome(probe, clock.now(), "fail")], clock.now(), RULES)
+    summary = await storage.dispatch.record_results([outcome(probe, clock.now(), "fail")], clock.now(), RULES)
     assert (summary.accepted, summary.released, summary.disabled) == (1, 0, ())
     state = await health_of(storage, created.id)
     assert state.health.state == "open"
     assert state.health.consecutive_failures == 4
     assert state.health.probe_at == reopened_at + timedelta(seconds=60)
     assert await claim(storage, clock.advance(10)) == []  # the failed probe is held as well
-    assert await storage.release_probes(reopened_at + timedelta(seconds=59)) == 0
+    assert await storage.upkeep.release_probes(reopened_at + timedelta(seconds=59)) == 0
     clock.set(reopened_at + timedelta(seconds=60))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [second_probe] = await claim(storage, clock.now())
     assert second_probe.id == ids[4]  # ids[3] was due again at reopened_at + 1 s, later than ids[4]
 
     # The second probe succeeds: the breaker closes and every held task flows at once.
     closed_at = clock.advance(1)
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(second_probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.accepted == 1
@@ -565,10 +571,12 @@ async def test_a_success_that_is_not_the_probe_also_closes(storage: Storage, clo
         await publish(storage, clock)
     claimed = await claim(storage, clock.now())
     assert len(claimed) == 4
-    await storage.record_results([outcome(c, clock.now(), "fail") for c in claimed[:3]], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(c, clock.now(), "fail") for c in claimed[:3]], clock.now(), RULES
+    )
     assert (await health_of(storage, created.id)).health.state == "open"
     # The fourth attempt started before the breaker opened and answers: it closes.
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(claimed[3], clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.released == 3
@@ -584,8 +592,10 @@ async def test_a_late_failure_while_open_does_not_push_the_probe_back(
         await publish(storage, clock)
     claimed = await claim(storage, clock.now())
     opened_at = clock.now()
-    await storage.record_results([outcome(c, clock.now(), "fail") for c in claimed[:3]], clock.now(), RULES)
-    await storage.record_results([outcome(claimed[3], clock.advance(5), "fail")], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(c, clock.now(), "fail") for c in claimed[:3]], clock.now(), RULES
+    )
+    await storage.dispatch.record_results([outcome(claimed[3], clock.advance(5), "fail")], clock.now(), RULES)
     state = await health_of(storage, created.id)
     assert (state.health.state, state.health.consecutive_failures) == ("open", 4)
     assert state.health.probe_at == opened_at + timedelta(seconds=30)
@@ -594,16 +604,16 @@ async def test_a_late_failure_while_open_does_not_push_the_probe_back(
 
 async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage, clock: VirtualClock) -> None:
     for queue in ("plain", "other", "third"):
-        await storage.put_queue(queue, QueueConfig(max_concurrency=100), clock.now())
+        await storage.queues.put_queue(queue, QueueConfig(max_concurrency=100), clock.now())
     first = [new(breaker=ORIGIN) for _ in range(3)]
-    await storage.enqueue(in_queue("plain", first), clock.now())
+    await storage.tasks.enqueue(in_queue("plain", first), clock.now())
     failed = await claim(storage, clock.now())
     assert [c.breaker for c in failed] == [ORIGIN] * 3
     same_origin = [*in_queue("plain", [new(breaker=ORIGIN)]), *in_queue("other", [new(breaker=ORIGIN)])]
     elsewhere = [*in_queue("plain", [new(breaker=OTHER_ORIGIN)]), *in_queue("other", [new()])]
-    await storage.enqueue(same_origin + elsewhere, clock.now())
+    await storage.tasks.enqueue(same_origin + elsewhere, clock.now())
     opened_at = clock.now()
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(c, clock.now(), "fail") for c in failed], clock.now(), RULES
     )
     assert (summary.accepted, summary.disabled) == (3, ())
@@ -611,7 +621,7 @@ async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage,
     # Other origins' tasks (and tasks without a breaker) still flow; the origin's wait.
     assert {c.id for c in await claim(storage, clock.advance(5))} == {t.id for t in elsewhere}
     while_open = new(breaker=ORIGIN)
-    await storage.enqueue(in_queue("third", [while_open]), clock.now())
+    await storage.tasks.enqueue(in_queue("third", [while_open]), clock.now())
     assert await claim(storage, clock.advance(5)) == []
     for held in [*first, *same_origin, while_open]:
         stored = await task(storage, held.id)
@@ -620,13 +630,13 @@ async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage,
         assert stored.attempts == (1 if held in first else 0)
 
     # After the cool-down, one probe; its success frees the rest.
-    assert await storage.release_probes(opened_at + timedelta(seconds=29)) == 0
+    assert await storage.upkeep.release_probes(opened_at + timedelta(seconds=29)) == 0
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
     assert probe.id == same_origin[0].id  # the held task due first
     assert await claim(storage, clock.now()) == []
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.released == 5
@@ -635,11 +645,13 @@ async def test_origin_breaker_holds_plain_tasks_in_every_queue(storage: Storage,
 
 
 async def test_results_without_an_effect_leave_breakers_alone(storage: Storage, clock: VirtualClock) -> None:
-    await storage.put_queue("plain", QueueConfig(max_concurrency=100), clock.now())
-    await storage.enqueue(in_queue("plain", [new(breaker=ORIGIN) for _ in range(5)]), clock.now())
+    await storage.queues.put_queue("plain", QueueConfig(max_concurrency=100), clock.now())
+    await storage.tasks.enqueue(in_queue("plain", [new(breaker=ORIGIN) for _ in range(5)]), clock.now())
     claimed = await claim(storage, clock.now())
     # A 500 on one path says nothing about the origin: the dispatcher gives no effect.
-    await storage.record_results([outcome(c, clock.now(), None) for c in claimed], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(c, clock.now(), None) for c in claimed], clock.now(), RULES
+    )
     assert len(await claim(storage, clock.advance(1))) == 5
 
 
@@ -651,7 +663,7 @@ async def test_gone_disables_the_endpoint(storage: Storage, clock: VirtualClock)
     await publish(storage, clock)
     waiting = (await publish(storage, clock)).event.deliveries[0].task_id
     [claimed] = await claim(storage, clock.now(), limit=1)
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(claimed, clock.now(), "gone", "failed", 410)], clock.advance(1), RULES
     )
     assert summary.accepted == 1
@@ -661,28 +673,28 @@ async def test_gone_disables_the_endpoint(storage: Storage, clock: VirtualClock)
     state = await health_of(storage, created.id)
     assert not state.enabled
     assert (state.health.state, state.health.disabled_reason) == ("disabled", reason)
-    queue = await storage.get_queue(created.id)
+    queue = await storage.queues.get_queue(created.id)
     assert queue is not None and queue.config.paused
     assert await claim(storage, clock.advance(60)) == []
     assert (await task(storage, waiting)).status == "ready"  # held by the pause, not failed
     assert (await publish(storage, clock)).event.deliveries == []
 
-    enabled, changed = await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    enabled, changed = await storage.webhooks.set_endpoint_enabled(created.id, True, None, clock.now())
     assert changed
     assert enabled.enabled
     assert (enabled.health.state, enabled.health.disabled_reason) == ("healthy", None)
-    queue = await storage.get_queue(created.id)
+    queue = await storage.queues.get_queue(created.id)
     assert queue is not None and not queue.config.paused
     assert [c.id for c in await claim(storage, clock.now())] == [waiting]
-    again, changed_again = await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    again, changed_again = await storage.webhooks.set_endpoint_enabled(created.id, True, None, clock.now())
     assert not changed_again
     assert again.enabled
 
 
 async def test_gone_on_a_plain_task_disables_nothing(storage: Storage, clock: VirtualClock) -> None:
-    await storage.enqueue(in_queue("plain", [new(breaker=ORIGIN)]), clock.now())
+    await storage.tasks.enqueue(in_queue("plain", [new(breaker=ORIGIN)]), clock.now())
     [claimed] = await claim(storage, clock.now())
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(claimed, clock.now(), "gone", "failed", 410)], clock.now(), RULES
     )
     assert (summary.accepted, summary.disabled) == (1, ())
@@ -696,11 +708,15 @@ async def test_failing_for_too_long_disables_the_endpoint(storage: Storage, cloc
     started = clock.now()
     for step, expected in ((0, ()), (30, ())):
         [claimed] = await claim(storage, clock.advance(step), limit=1)
-        summary = await storage.record_results([outcome(claimed, clock.now(), "fail")], clock.now(), rules)
+        summary = await storage.dispatch.record_results(
+            [outcome(claimed, clock.now(), "fail")], clock.now(), rules
+        )
         assert summary.disabled == expected
     assert (await health_of(storage, created.id)).health.failing_since == started
     [claimed] = await claim(storage, clock.advance(30), limit=1)
-    summary = await storage.record_results([outcome(claimed, clock.now(), "fail")], clock.now(), rules)
+    summary = await storage.dispatch.record_results(
+        [outcome(claimed, clock.now(), "fail")], clock.now(), rules
+    )
     [(disabled_id, reason)] = summary.disabled
     assert disabled_id == created.id
     assert "60 seconds" in reason
@@ -708,9 +724,11 @@ async def test_failing_for_too_long_disables_the_endpoint(storage: Storage, cloc
     assert (state.enabled, state.health.state, state.health.disabled_reason) == (False, "disabled", reason)
     assert await claim(storage, clock.advance(10)) == []
     # Enabling starts afresh: the next failure does not disable it at once.
-    await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    await storage.webhooks.set_endpoint_enabled(created.id, True, None, clock.now())
     [claimed] = await claim(storage, clock.now(), limit=1)
-    summary = await storage.record_results([outcome(claimed, clock.now(), "fail")], clock.now(), rules)
+    summary = await storage.dispatch.record_results(
+        [outcome(claimed, clock.now(), "fail")], clock.now(), rules
+    )
     assert summary.disabled == ()
     assert (await health_of(storage, created.id)).health.failing_since == clock.now()
 
@@ -718,7 +736,9 @@ async def test_failing_for_too_long_disables_the_endpoint(storage: Storage, cloc
 async def test_disable_and_enable_by_hand(storage: Storage, clock: VirtualClock) -> None:
     created = await endpoint(storage, clock)
     waiting = (await publish(storage, clock)).event.deliveries[0].task_id
-    disabled, changed = await storage.set_endpoint_enabled(created.id, False, "maintenance", clock.advance(1))
+    disabled, changed = await storage.webhooks.set_endpoint_enabled(
+        created.id, False, "maintenance", clock.advance(1)
+    )
     assert changed
     assert (disabled.enabled, disabled.health.state, disabled.health.disabled_reason) == (
         False,
@@ -726,11 +746,11 @@ async def test_disable_and_enable_by_hand(storage: Storage, clock: VirtualClock)
         "maintenance",
     )
     assert disabled.updated_at == clock.now()
-    _, changed_again = await storage.set_endpoint_enabled(created.id, False, "other", clock.now())
+    _, changed_again = await storage.webhooks.set_endpoint_enabled(created.id, False, "other", clock.now())
     assert not changed_again
     assert (await health_of(storage, created.id)).health.disabled_reason == "maintenance"
     assert await claim(storage, clock.now()) == []
-    await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    await storage.webhooks.set_endpoint_enabled(created.id, True, None, clock.now())
     assert [c.id for c in await claim(storage, clock.now())] == [waiting]
 
 
@@ -740,9 +760,9 @@ async def test_enabling_resets_the_breaker_and_frees_held_tasks(
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     ids, _ = await open_breaker(storage, clock, created.id)
     assert (await health_of(storage, created.id)).health.state == "open"
-    await storage.set_endpoint_enabled(created.id, False, "by hand", clock.now())
+    await storage.webhooks.set_endpoint_enabled(created.id, False, "by hand", clock.now())
     assert await claim(storage, clock.advance(5)) == []
-    enabled, changed = await storage.set_endpoint_enabled(created.id, True, None, clock.now())
+    enabled, changed = await storage.webhooks.set_endpoint_enabled(created.id, True, None, clock.now())
     assert changed
     assert enabled.health.state == "healthy"
     assert (enabled.health.consecutive_failures, enabled.health.failing_since) == (0, None)
@@ -757,23 +777,27 @@ async def test_recover_makes_recently_failed_deliveries_ready(storage: Storage, 
     succeeded = (await publish(storage, clock)).event.deliveries[0].task_id
     [first] = await claim(storage, clock.now(), limit=1)
     assert first.id == old
-    await storage.record_results([outcome(first, clock.now(), "fail", "failed")], clock.now(), RULES)
+    await storage.dispatch.record_results([outcome(first, clock.now(), "fail", "failed")], clock.now(), RULES)
     since = clock.advance(10)
     [second] = await claim(storage, clock.now(), limit=1)
     assert second.id == recent
-    await storage.record_results([outcome(second, clock.now(), "fail", "failed")], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(second, clock.now(), "fail", "failed")], clock.now(), RULES
+    )
     [third] = await claim(storage, clock.now(), limit=1)
     assert third.id == succeeded
-    await storage.record_results([outcome(third, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(third, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
 
-    assert await storage.recover_endpoint(created.id, since, clock.advance(5)) == 1
+    assert await storage.webhooks.recover_endpoint(created.id, since, clock.advance(5)) == 1
     recovered = await task(storage, recent)
     assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock.now())
     assert (await task(storage, old)).status == "failed"
     assert (await task(storage, succeeded)).status == "succeeded"
     [again] = await claim(storage, clock.now())
     assert (again.id, again.attempt, again.attempt_base) == (recent, 2, 1)  # numbered on
-    assert await storage.recover_endpoint(created.id, since, clock.now()) == 0  # it is running now
+    assert await storage.webhooks.recover_endpoint(created.id, since, clock.now()) == 0  # it is running now
 
 
 async def test_recover_touches_only_its_own_endpoint(storage: Storage, clock: VirtualClock) -> None:
@@ -782,10 +806,10 @@ async def test_recover_touches_only_its_own_endpoint(storage: Storage, clock: Vi
     await publish(storage, clock)
     claimed = await claim(storage, clock.now())
     assert {c.endpoint_id for c in claimed} == {mine.id, theirs.id}
-    await storage.record_results(
+    await storage.dispatch.record_results(
         [outcome(c, clock.now(), "fail", "failed") for c in claimed], clock.now(), RULES
     )
-    assert await storage.recover_endpoint(mine.id, clock.now(), clock.now()) == 1
+    assert await storage.webhooks.recover_endpoint(mine.id, clock.now(), clock.now()) == 1
     assert {(t.endpoint_id, t.status) for t in await all_tasks(storage)} == {
         (mine.id, "ready"),
         (theirs.id, "failed"),
@@ -801,25 +825,25 @@ async def test_cancel_of_a_held_task_keeps_its_due_time_and_retry_clears_the_hol
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     published_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
-    canceled = await storage.cancel_task(ids[3], clock.advance(1))
+    canceled = await storage.tasks.cancel_task(ids[3], clock.advance(1))
     assert (canceled.status, canceled.run_at) == ("canceled", published_at)
     assert (await task(storage, ids[3])).run_at == published_at
     with pytest.raises(TaskStateConflict):
-        await storage.cancel_task(ids[3], clock.now())
+        await storage.tasks.cancel_task(ids[3], clock.now())
 
     # The probe goes (the canceled task is not one), succeeds, and frees only the held.
     clock.set(published_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
     assert probe.id == ids[4]
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.released == 3
     still = await task(storage, ids[3])
     assert (still.status, still.run_at) == ("canceled", published_at)
 
-    retried = await storage.retry_task(ids[3], clock.advance(1))
+    retried = await storage.tasks.retry_task(ids[3], clock.advance(1))
     assert (retried.status, retried.run_at, retried.attempts) == ("ready", clock.now(), 0)
     assert await task(storage, ids[3]) == retried
     assert {c.id for c in await claim(storage, clock.now())} == set(ids[:4])
@@ -829,8 +853,8 @@ async def test_retry_of_a_held_task_while_open_is_due_now(storage: Storage, cloc
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     published_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
-    await storage.cancel_task(ids[3], clock.now())
-    retried = await storage.retry_task(ids[3], clock.advance(2))
+    await storage.tasks.cancel_task(ids[3], clock.now())
+    retried = await storage.tasks.retry_task(ids[3], clock.advance(2))
     assert (retried.status, retried.run_at, retried.attempts) == ("ready", clock.now(), 0)
     assert (await task(storage, ids[3])).run_at == clock.now()
     assert await claim(storage, clock.advance(1)) == []  # the open endpoint still gets nothing
@@ -844,20 +868,20 @@ async def test_recovered_deliveries_of_an_open_endpoint_wait_for_the_probe(
     opened_at = clock.now()
     ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(5)]
     failed = await claim(storage, clock.now(), limit=3)
-    await storage.record_results(
+    await storage.dispatch.record_results(
         [outcome(c, clock.now(), "fail", "failed") for c in failed], clock.now(), RULES
     )
     assert (await health_of(storage, created.id)).health.state == "open"
-    assert await storage.recover_endpoint(created.id, opened_at, clock.advance(1)) == 3
+    assert await storage.webhooks.recover_endpoint(created.id, opened_at, clock.advance(1)) == 3
     for task_id in ids[:3]:
         recovered = await task(storage, task_id)
         assert (recovered.status, recovered.attempts, recovered.run_at) == ("ready", 1, clock.now())
     assert await claim(storage, clock.advance(5)) == []
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
     assert probe.id == ids[3]  # the probe, not a recovered task: they wait for it too
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert summary.released == 4
@@ -873,7 +897,7 @@ async def test_a_result_for_a_deleted_endpoint_is_recorded_quietly(
         await publish(storage, clock)
     claimed = await claim(storage, clock.now())
     assert len(claimed) == 6
-    await storage.delete_endpoint(created.id)
+    await storage.webhooks.delete_endpoint(created.id)
     # Its deliveries answered 410 and failed: nothing to disable, no breaker to move, and
     # the other endpoint's results in the same batch count as usual.
     results = [
@@ -882,12 +906,12 @@ async def test_a_result_for_a_deleted_endpoint_is_recorded_quietly(
         else outcome(c, clock.now(), "fail")
         for c in claimed
     ]
-    summary = await storage.record_results(results, clock.now(), RULES)
+    summary = await storage.dispatch.record_results(results, clock.now(), RULES)
     assert (summary.accepted, summary.stale, summary.disabled) == (3, 3, ())
-    assert await storage.get_endpoint(created.id) is None
+    assert await storage.webhooks.get_endpoint(created.id) is None
     assert (await health_of(storage, kept.id)).health.state == "open"
     # No breaker was left behind under its id.
-    again = await storage.create_endpoint(created.id, spec(), clock.now())
+    again = await storage.webhooks.create_endpoint(created.id, spec(), clock.now())
     assert (again.health.state, again.health.consecutive_failures) == ("healthy", 0)
 
 
@@ -896,10 +920,10 @@ async def test_a_canceled_probe_is_replaced(storage: Storage, clock: VirtualCloc
     opened_at = clock.now()
     ids, _ = await open_breaker(storage, clock, created.id)
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
-    canceled = await storage.cancel_task(ids[3], clock.now())  # the probe, before any claim
+    assert await storage.upkeep.release_probes(clock.now()) == 1
+    canceled = await storage.tasks.cancel_task(ids[3], clock.now())  # the probe, before any claim
     assert canceled.run_at == clock.now()
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
     assert probe.id == ids[4]
     assert await claim(storage, clock.now()) == []
@@ -912,7 +936,7 @@ async def test_results_without_an_effect_leave_endpoint_health_alone(
     created = await endpoint(storage, clock)
     await publish(storage, clock)
     [claimed] = await claim(storage, clock.now())
-    await storage.record_results(
+    await storage.dispatch.record_results(
         [result_for(claimed, clock.now(), "retry", 500, retry_in=1)], clock.now(), RULES
     )
     assert (await health_of(storage, created.id)).health.state == "healthy"
@@ -923,21 +947,23 @@ async def test_tasks_back_to_ready_behind_an_open_breaker_are_held(
 ) -> None:
     """A retry with no say about the breaker, a reaped task and a manual retry all wait for
     an open breaker, as a new task does: none of them slips past it."""
-    await storage.put_queue("plain", QueueConfig(max_concurrency=100, timeout=1.0), clock.now())
+    await storage.queues.put_queue("plain", QueueConfig(max_concurrency=100, timeout=1.0), clock.now())
     tasks = [new(breaker=ORIGIN) for _ in range(6)]
-    await storage.enqueue(in_queue("plain", tasks), clock.now())
+    await storage.tasks.enqueue(in_queue("plain", tasks), clock.now())
     running = {c.id: c for c in await claim(storage, clock.now())}
     first = [running[t.id] for t in tasks[:3]]
-    await storage.record_results([outcome(c, clock.now(), "fail") for c in first], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(c, clock.now(), "fail") for c in first], clock.now(), RULES
+    )
     no_say, to_reap, finished = (running[t.id] for t in tasks[3:])
-    await storage.record_results(
+    await storage.dispatch.record_results(
         [outcome(no_say, clock.now(), None), outcome(finished, clock.now(), None, "failed")],
         clock.now(),
         RULES,
     )
-    retried = await storage.retry_task(finished.id, clock.now())
+    retried = await storage.tasks.retry_task(finished.id, clock.now())
     assert (retried.status, retried.run_at) == ("ready", clock.now())
-    assert await storage.reap_expired(clock.advance(MARGIN + 2)) == 1
+    assert await storage.upkeep.reap_expired(clock.advance(MARGIN + 2)) == 1
     assert await claim(storage, clock.advance(5)) == []  # all six wait for the probe
     for held in (no_say, to_reap, finished):
         stored = await task(storage, held.id)
@@ -950,25 +976,25 @@ async def test_summaries_count_breakers_opening_and_closing(storage: Storage, cl
     for _ in range(4):
         await publish(storage, clock)
     failed = await claim(storage, clock.now(), limit=3)
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(c, clock.now(), "fail") for c in failed], clock.now(), RULES
     )
     assert (summary.opened, summary.closed) == (1, 0)
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
-    summary = await storage.record_results([outcome(probe, clock.now(), "fail")], clock.now(), RULES)
+    summary = await storage.dispatch.record_results([outcome(probe, clock.now(), "fail")], clock.now(), RULES)
     assert (summary.opened, summary.closed) == (0, 0)  # reopened: no change of state
     clock.set(opened_at + timedelta(seconds=90))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
-    summary = await storage.record_results(
+    summary = await storage.dispatch.record_results(
         [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
     )
     assert (summary.opened, summary.closed, summary.released) == (0, 1, 3)
-    assert (await storage.count_endpoints_by_state()) == {"healthy": 1}
-    await storage.set_endpoint_enabled(created.id, False, "by hand", clock.now())
-    assert (await storage.count_endpoints_by_state()) == {"disabled": 1}
+    assert (await storage.webhooks.count_endpoints_by_state()) == {"healthy": 1}
+    await storage.webhooks.set_endpoint_enabled(created.id, False, "by hand", clock.now())
+    assert (await storage.webhooks.count_endpoints_by_state()) == {"disabled": 1}
 
 
 async def test_enabling_an_enabled_endpoint_resets_its_open_breaker(
@@ -976,7 +1002,7 @@ async def test_enabling_an_enabled_endpoint_resets_its_open_breaker(
 ) -> None:
     created = await endpoint(storage, clock, delivery=QueueConfig(max_concurrency=100))
     ids, _ = await open_breaker(storage, clock, created.id)
-    _, changed = await storage.set_endpoint_enabled(created.id, True, None, clock.advance(1))
+    _, changed = await storage.webhooks.set_endpoint_enabled(created.id, True, None, clock.advance(1))
     assert not changed
     assert (await health_of(storage, created.id)).health.state == "healthy"
     assert {c.id for c in await claim(storage, clock.advance(2))} == set(ids)
@@ -993,13 +1019,16 @@ async def test_events_are_pruned_once_no_delivery_is_kept(storage: Storage, cloc
         outcome(first, clock.now(), "ok", "succeeded", 200),
         outcome(third, clock.now(), "fail", "failed"),
     ]
-    await storage.record_results(results, clock.now(), RULES)
+    await storage.dispatch.record_results(results, clock.now(), RULES)
     later = clock.advance(3600)
-    assert await storage.prune_events(later) == 1  # the unmatched one: no delivery to wait for
-    assert await storage.prune_succeeded(later) == 1
-    assert await storage.prune_events(later) == 1  # its delivery is gone now
-    assert await storage.get_event(unmatched.id) is None and await storage.get_event(delivered.id) is None
-    assert await storage.get_event(kept.id) is not None  # its failed delivery is kept, so is it
+    assert await storage.upkeep.prune_events(later) == 1  # the unmatched one: no delivery to wait for
+    assert await storage.upkeep.prune_succeeded(later) == 1
+    assert await storage.upkeep.prune_events(later) == 1  # its delivery is gone now
+    assert (
+        await storage.webhooks.get_event(unmatched.id) is None
+        and await storage.webhooks.get_event(delivered.id) is None
+    )
+    assert await storage.webhooks.get_event(kept.id) is not None  # its failed delivery is kept, so is it
 
 
 async def test_the_probe_of_an_ordering_key_endpoint_is_a_key_head(
@@ -1011,14 +1040,16 @@ async def test_the_probe_of_an_ordering_key_endpoint_is_a_key_head(
     failed = await claim(storage, clock.now())
     assert {c.id for c in failed} == set(heads)
     opened_at = clock.now()
-    await storage.record_results(
+    await storage.dispatch.record_results(
         [outcome(c, clock.now(), "fail", retry_in=1) for c in failed], clock.now(), RULES
     )
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())  # claimable: a head, never the task behind one
     assert probe.id in heads
-    await storage.record_results([outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(probe, clock.now(), "ok", "succeeded", 200)], clock.now(), RULES
+    )
     assert (await health_of(storage, created.id)).health.state == "healthy"
     # The rest flow, in key order: `behind` only once its head, key "a"'s first, is done.
     rest = {h for h in heads if h != probe.id} | ({behind} if probe.id == heads[0] else set())
@@ -1026,19 +1057,21 @@ async def test_the_probe_of_an_ordering_key_endpoint_is_a_key_head(
 
 
 async def test_no_probe_is_released_into_a_paused_queue(storage: Storage, clock: VirtualClock) -> None:
-    await storage.put_queue("a", QueueConfig(max_concurrency=100), clock.now())
-    await storage.put_queue("b", QueueConfig(max_concurrency=100), clock.now())
-    await storage.enqueue(in_queue("a", [new(breaker=ORIGIN)]), clock.now())  # due first, then paused
+    await storage.queues.put_queue("a", QueueConfig(max_concurrency=100), clock.now())
+    await storage.queues.put_queue("b", QueueConfig(max_concurrency=100), clock.now())
+    await storage.tasks.enqueue(in_queue("a", [new(breaker=ORIGIN)]), clock.now())  # due first, then paused
     failing = in_queue("b", [new(breaker=ORIGIN) for _ in range(3)])
-    await storage.enqueue(failing, clock.advance(1))
-    await storage.update_queue("a", lambda c: replace(c, paused=True), clock.now())
+    await storage.tasks.enqueue(failing, clock.advance(1))
+    await storage.queues.update_queue("a", lambda c: replace(c, paused=True), clock.now())
     claimed = await claim(storage, clock.now())
     waiting_b = in_queue("b", [new(breaker=ORIGIN)])
-    await storage.enqueue(waiting_b, clock.now())
+    await storage.tasks.enqueue(waiting_b, clock.now())
     opened_at = clock.now()
-    await storage.record_results([outcome(c, clock.now(), "fail") for c in claimed], clock.now(), RULES)
+    await storage.dispatch.record_results(
+        [outcome(c, clock.now(), "fail") for c in claimed], clock.now(), RULES
+    )
     clock.set(opened_at + timedelta(seconds=30))
-    assert await storage.release_probes(clock.now()) == 1
+    assert await storage.upkeep.release_probes(clock.now()) == 1
     [probe] = await claim(storage, clock.now())
     assert probe.queue == "b"
 
@@ -1050,12 +1083,12 @@ async def test_recover_and_retry_deliver_to_the_endpoint_url_of_now(
     since = clock.now()
     ids = [(await publish(storage, clock)).event.deliveries[0].task_id for _ in range(2)]
     claimed = await claim(storage, clock.now())
-    await storage.record_results(
+    await storage.dispatch.record_results(
         [outcome(c, clock.now(), None, "failed", 404) for c in claimed], clock.now(), RULES
     )
     fixed = "http://127.0.0.1:9/fixed"
-    await storage.update_endpoint(created.id, lambda s: replace(s, url=fixed), clock.advance(1))
+    await storage.webhooks.update_endpoint(created.id, lambda s: replace(s, url=fixed), clock.advance(1))
     assert (await task(storage, ids[0])).url == URL  # a finished delivery keeps its record
-    assert (await storage.retry_task(ids[0], clock.now())).url == fixed
-    assert await storage.recover_endpoint(created.id, since, clock.now()) == 1
+    assert (await storage.tasks.retry_task(ids[0], clock.now())).url == fixed
+    assert await storage.webhooks.recover_endpoint(created.id, since, clock.now()) == 1
     assert (await task(storage, ids[1])).url == fixed

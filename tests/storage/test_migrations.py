@@ -26,10 +26,10 @@ async def test_sqlite_migrates_once(sqlite_url: str) -> None:
     storage = await SqliteStorage.open(sqlite_url)
     try:
         latest = len(load_migrations("sqlite"))
-        assert await storage.schema_version() == 0
-        assert await storage.migrate() == list(range(1, latest + 1))
-        assert await storage.migrate() == []
-        assert await storage.schema_version() == latest
+        assert await storage.database.schema_version() == 0
+        assert await storage.database.migrate() == list(range(1, latest + 1))
+        assert await storage.database.migrate() == []
+        assert await storage.database.schema_version() == latest
     finally:
         await storage.close()
 
@@ -38,10 +38,10 @@ async def test_sqlite_migrates_once(sqlite_url: str) -> None:
 async def test_postgres_migrates_once_even_when_processes_race(pg_fresh_db: str) -> None:
     storages = [await PostgresStorage.open(pg_fresh_db) for _ in range(3)]
     try:
-        applied = await asyncio.gather(*(s.migrate() for s in storages))
+        applied = await asyncio.gather(*(s.database.migrate() for s in storages))
         latest = len(load_migrations("postgres"))
         assert sorted(applied, key=len) == [[], [], list(range(1, latest + 1))]
-        assert await storages[0].schema_version() == latest
+        assert await storages[0].database.schema_version() == latest
     finally:
         for storage in storages:
             await storage.close()
@@ -86,7 +86,7 @@ async def test_a_migration_of_comments_only_is_recorded_without_being_run(
     monkeypatch.setattr(migrator, "load_migrations", lambda dialect: [*packaged, nothing])
     storage = await open_storage(url)
     try:
-        assert (await storage.migrate())[-1] == nothing.version
-        assert await storage.schema_version() == nothing.version
+        assert (await storage.database.migrate())[-1] == nothing.version
+        assert await storage.database.schema_version() == nothing.version
     finally:
         await storage.close()

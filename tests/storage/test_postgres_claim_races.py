@@ -43,11 +43,13 @@ async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
     storages = [await PostgresStorage.open(pg_url) for _ in range(3)]
     claim_x, claim_b, api = storages
     try:
-        await api.put_queue("q", QueueConfig(max_concurrency=10, ordering="key", max_attempts=1), clock.now())
+        await api.queues.put_queue(
+            "q", QueueConfig(max_concurrency=10, ordering="key", max_attempts=1), clock.now()
+        )
         h1, h2 = new(key="k"), new(key="k")
-        await api.enqueue([h1, h2], clock.now())
-        [first] = (await api.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
-        await api.record_results(
+        await api.tasks.enqueue([h1, h2], clock.now())
+        [first] = (await api.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+        await api.dispatch.record_results(
             [result_for(first, clock.now(), "failed", 400)], clock.now()
         )  # h2 is the head now
 
@@ -57,11 +59,13 @@ async def test_a_retried_head_and_two_waiting_claims_never_run_a_key_twice(
             "SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE"
         )  # as a claim in progress
         # One at a time, so that they queue up on the queue's row in this order: x, the retry, b.
-        x = asyncio.create_task(claim_x.claim_tasks(10, clock.now(), token(), MARGIN))  # reads: head h2
+        x = asyncio.create_task(
+            claim_x.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
+        )  # reads: head h2
         await wait_for_lock_waiters(pg, 1)
-        retry = asyncio.create_task(api.retry_task(h1.id, clock.now()))  # h1 would be the head again
+        retry = asyncio.create_task(api.tasks.retry_task(h1.id, clock.now()))  # h1 would be the head again
         await wait_for_lock_waiters(pg, 2)
-        b = asyncio.create_task(claim_b.claim_tasks(10, clock.now(), token(), MARGIN))
+        b = asyncio.create_task(claim_b.dispatch.claim_tasks(10, clock.now(), token(), MARGIN))
         await wait_for_lock_waiters(pg, 3)
         await blocker.commit()
         async with asyncio.timeout(10):
@@ -78,13 +82,13 @@ async def test_deleting_a_queue_while_a_result_batch_holds_its_task_does_not_dea
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new()], clock.now())
-        [claimed] = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+        await storage.tasks.enqueue([new()], clock.now())
+        [claimed] = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
         result = result_for(claimed, clock.now(), "succeeded")
         batch = pg.transaction()
         await batch.start()
         await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE", claimed.seq)  # the batch's row lock
-        delete = asyncio.create_task(storage.delete_queue("q"))  # waits for that row
+        delete = asyncio.create_task(storage.queues.delete_queue("q"))  # waits for that row
         await wait_for_lock_waiters(pg, 1)
         record = postgres_queries().record_results
         await pg.fetch(record.sql, *record.args({
@@ -108,20 +112,26 @@ async def test_recount_repairs_a_counter_that_drifted(
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.put_queue("q", QueueConfig(max_concurrency=2), clock.now())
-        await storage.enqueue([new() for _ in range(4)], clock.now())
-        running = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
-        await storage.record_results(
+        await storage.queues.put_queue("q", QueueConfig(max_concurrency=2), clock.now())
+        await storage.tasks.enqueue([new() for _ in range(4)], clock.now())
+        running = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+        await storage.dispatch.record_results(
             [result_for(running[0], clock.now(), "succeeded")], clock.now()
         )  # a release waits
         await pg.execute(
             "UPDATE queues SET running = 7 WHERE name = 'q'"
         )  # as an older version might leave it
-        assert (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks == []
-        assert await storage.recount_running() == 1
-        assert await storage.recount_running() == 0  # nothing left to repair
+        assert (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks == []
+        assert await storage.upkeep.recount_running() == 1
+        assert await storage.upkeep.recount_running() == 0  # nothing left to repair
         assert (
-            len((await storage.claim_tasks(10, clock.now() + timedelta(seconds=1), token(), MARGIN)).tasks)
+            len(
+                (
+                    await storage.dispatch.claim_tasks(
+                        10, clock.now() + timedelta(seconds=1), token(), MARGIN
+                    )
+                ).tasks
+            )
             == 1
         )
     finally:
@@ -133,13 +143,15 @@ async def test_a_head_that_ran_and_now_waits_for_its_retry_is_not_claimed_early(
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.put_queue("q", QueueConfig(max_concurrency=10, ordering="key"), clock.now())
+        await storage.queues.put_queue("q", QueueConfig(max_concurrency=10, ordering="key"), clock.now())
         head = new(key="k")
-        await storage.enqueue([head, new(key="k")], clock.now())
+        await storage.tasks.enqueue([head, new(key="k")], clock.now())
         blocker = pg.transaction()
         await blocker.start()
         await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")
-        late = asyncio.create_task(storage.claim_tasks(10, clock.now(), token(), MARGIN))  # reads: head due
+        late = asyncio.create_task(
+            storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
+        )  # reads: head due
         await wait_for_lock_waiters(pg, 1)
         # Meanwhile another process claims the head, delivers it, and schedules a retry.
         other = await asyncpg.connect(pg_url)
@@ -164,11 +176,13 @@ async def test_an_enqueue_into_a_queue_deleted_under_it_is_a_conflict_in_workly_
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.put_queue("q", QueueConfig(), clock.now())
+        await storage.queues.put_queue("q", QueueConfig(), clock.now())
         deleting = pg.transaction()
         await deleting.start()
         await pg.execute("SELECT 1 FROM queues WHERE name = 'q' FOR UPDATE")  # as a DELETE about to run
-        enqueue = asyncio.create_task(storage.enqueue([new()], clock.now()))  # its foreign key check waits
+        enqueue = asyncio.create_task(
+            storage.tasks.enqueue([new()], clock.now())
+        )  # its foreign key check waits
         await wait_for_lock_waiters(pg, 1)
         await pg.execute("DELETE FROM queues WHERE name = 'q'")
         await deleting.commit()
@@ -191,16 +205,18 @@ async def test_an_eager_enqueue_queued_between_a_claim_and_a_queue_delete_does_n
     storages = [await PostgresStorage.open(pg_url) for _ in range(3)]
     api, admin, claimer = storages
     try:
-        await api.put_queue("q", QueueConfig(max_concurrency=5), clock.now())
+        await api.queues.put_queue("q", QueueConfig(max_concurrency=5), clock.now())
         blocker = pg.transaction()
         await blocker.start()
         await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")  # a claim
-        eager = asyncio.create_task(api.enqueue([new(), new()], clock.now(), LeaseOffer(10, token(), MARGIN)))
+        eager = asyncio.create_task(
+            api.tasks.enqueue([new(), new()], clock.now(), LeaseOffer(10, token(), MARGIN))
+        )
         await wait_for_lock_waiters(pg, 1)
         async with asyncio.timeout(10):
-            claimed = await claimer.claim_tasks(10, clock.now(), token(), MARGIN)
+            claimed = await claimer.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
         assert claimed.tasks == []
-        delete = asyncio.create_task(admin.delete_queue("q"))
+        delete = asyncio.create_task(admin.queues.delete_queue("q"))
         await wait_for_lock_waiters(pg, 2)
         await blocker.commit()
         async with asyncio.timeout(10):
@@ -222,7 +238,7 @@ async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_ro
     api, other, claimer = storages
     application = await asyncpg.connect(pg_url)
     try:
-        await api.put_queue("q", QueueConfig(max_concurrency=5), clock.now())
+        await api.queues.put_queue("q", QueueConfig(max_concurrency=5), clock.now())
         held = application.transaction()
         await held.start()
         await application.execute(
@@ -233,12 +249,12 @@ async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_ro
             clock.now(),
         )
         keyed = new(idempotency_key="k")
-        eager = asyncio.create_task(api.enqueue([keyed], clock.now(), LeaseOffer(10, token(), MARGIN)))
+        eager = asyncio.create_task(api.tasks.enqueue([keyed], clock.now(), LeaseOffer(10, token(), MARGIN)))
         await wait_for_lock_waiters(pg, 1)  # on the application's transaction
         plain = new()
-        await other.enqueue([plain], clock.now())
+        await other.tasks.enqueue([plain], clock.now())
         async with asyncio.timeout(10):
-            claimed = await claimer.claim_tasks(10, clock.now(), token(), MARGIN)
+            claimed = await claimer.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)
         assert [task.id for task in claimed.tasks] == [plain.id]
         await held.rollback()  # the key is free again: the waiting enqueue stores its task
         async with asyncio.timeout(10):

@@ -31,7 +31,7 @@ async def test_a_claim_commits_without_waiting_for_the_flush_and_leaves_the_sess
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new()], clock.now())
+        await storage.tasks.enqueue([new()], clock.now())
     finally:
         await storage.close()
     claim = postgres_queries().claim_tasks
@@ -49,11 +49,11 @@ async def test_after_claims_and_results_the_pooled_connection_still_commits_enqu
     joiner = "&" if "?" in pg_url else "?"
     storage = await PostgresStorage.open(f"{pg_url}{joiner}pool_max_conns=1")  # one connection serves all
     try:
-        await storage.enqueue([new(), new()], clock.now())
-        claimed = (await storage.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+        await storage.tasks.enqueue([new(), new()], clock.now())
+        claimed = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
         assert len(claimed) == 2
         results = [result_for(task, clock.now(), "succeeded") for task in claimed]
-        summary = await storage.record_results(results, clock.now())
+        summary = await storage.dispatch.record_results(results, clock.now())
         assert summary.accepted == 2
         pool = storage._pool  # what the next enqueue would use
         async with pool.acquire() as conn:

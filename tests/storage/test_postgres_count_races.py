@@ -15,9 +15,9 @@ from tests.storage.helpers import new, result_for, token
 from tests.support.clock import VirtualClock
 from tests.support.pg_waits import wait_for_lock_waiters
 from workly.delivery_stats import MinuteStats, minute_of
-from workly.storage import postgres as postgres_module
 from workly.storage.migrator import pending
 from workly.storage.postgres import PostgresStorage
+from workly.storage.postgres import database as postgres_database
 from workly.storage.queries import postgres_queries
 from workly.storage.stats_rows import minute_params
 
@@ -42,15 +42,15 @@ async def test_a_fold_leaves_an_uncommitted_change_to_count_when_it_commits(
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new() for _ in range(4)], clock.now())
+        await storage.tasks.enqueue([new() for _ in range(4)], clock.now())
         change = pg.transaction()
         await change.start()
         await pg.execute("UPDATE tasks SET status = 'canceled' WHERE seq = (SELECT min(seq) FROM tasks)")
         async with asyncio.timeout(10):
-            await storage.fold_task_counts()  # does not wait for the open transaction
+            await storage.upkeep.fold_task_counts()  # does not wait for the open transaction
         assert await kept(pg) == {("q", "ready"): 3, ("q", "canceled"): 1}  # the change, as its own sees it
         await change.commit()
-        await storage.fold_task_counts()
+        await storage.upkeep.fold_task_counts()
         assert await kept(pg) == await truth(pg) == {("q", "ready"): 3, ("q", "canceled"): 1}
         assert await pg.fetchval("SELECT count(*) FROM task_counts") == 2  # folded: one row each
     finally:
@@ -63,12 +63,12 @@ async def test_two_folds_at_once_count_every_row_once(
     storage = await PostgresStorage.open(pg_url)
     try:
         for _ in range(3):
-            await storage.enqueue([new(), new()], clock.now())  # three appended rows
+            await storage.tasks.enqueue([new(), new()], clock.now())  # three appended rows
         fold = postgres_queries().fold_task_counts
         first = pg.transaction()
         await first.start()
         await pg.execute(fold.sql)  # deleted the rows, inserted their sum: not committed
-        second = asyncio.create_task(storage.fold_task_counts())  # waits for the deleted rows
+        second = asyncio.create_task(storage.upkeep.fold_task_counts())  # waits for the deleted rows
         await wait_for_lock_waiters(pg, 1)
         await first.commit()
         async with asyncio.timeout(10):
@@ -86,10 +86,10 @@ async def test_concurrent_writers_and_folds_end_with_the_true_counts(
 
     async def work(storage: PostgresStorage, rounds: int) -> None:
         for _ in range(rounds):
-            await storage.enqueue([new(queue=queue) for queue in ("a", "b", "a")], clock.now())
-            claim = await storage.claim_tasks(2, clock.now(), token(), MARGIN)
+            await storage.tasks.enqueue([new(queue=queue) for queue in ("a", "b", "a")], clock.now())
+            claim = await storage.dispatch.claim_tasks(2, clock.now(), token(), MARGIN)
             outcomes = ["succeeded", "failed"]
-            await storage.record_results(
+            await storage.dispatch.record_results(
                 [result_for(task, clock.now(), outcomes[i % 2], 200 if i % 2 == 0 else 400)  # type: ignore[arg-type]
                  for i, task in enumerate(claim.tasks)],
                 clock.now(),
@@ -97,7 +97,7 @@ async def test_concurrent_writers_and_folds_end_with_the_true_counts(
 
     async def fold(storage: PostgresStorage, rounds: int) -> None:
         for _ in range(rounds):
-            await storage.fold_task_counts()
+            await storage.upkeep.fold_task_counts()
             await asyncio.sleep(0)
 
     try:
@@ -122,7 +122,7 @@ async def test_a_truncate_during_a_fold_leaves_no_counts(
     storage = await PostgresStorage.open(pg_url)
     try:
         for _ in range(5):
-            await storage.enqueue([new()], clock.now())
+            await storage.tasks.enqueue([new()], clock.now())
         fold = pg.transaction()
         await fold.start()
         await pg.execute(postgres_queries().fold_task_counts.sql)  # its sum inserted, not committed
@@ -143,12 +143,12 @@ async def test_the_fold_leaves_folded_counts_alone(
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new(), new(queue="b")], clock.now())
-        await storage.enqueue([new()], clock.now())
-        await storage.fold_task_counts()
+        await storage.tasks.enqueue([new(), new(queue="b")], clock.now())
+        await storage.tasks.enqueue([new()], clock.now())
+        await storage.upkeep.fold_task_counts()
         rows = await pg.fetch("SELECT ctid, queue, status, n FROM task_counts ORDER BY queue")
         assert [(row["queue"], row["n"]) for row in rows] == [("b", 1), ("q", 2)]
-        await storage.fold_task_counts()  # nothing changed: no row rewritten (no WAL, no dead rows)
+        await storage.upkeep.fold_task_counts()  # nothing changed: no row rewritten (no WAL, no dead rows)
         assert await pg.fetch("SELECT ctid, queue, status, n FROM task_counts ORDER BY queue") == rows
     finally:
         await storage.close()
@@ -164,13 +164,13 @@ async def test_flushes_of_the_same_minutes_wait_for_each_other_without_a_deadloc
         other = pg.transaction()  # another process's flush, in key order: "a" first
         await other.start()
         await pg.execute(upsert.sql, *upsert.args(minute_params(first, first.minute)))
-        flush = asyncio.create_task(storage.add_delivery_minutes([second, first]))  # counted b first
+        flush = asyncio.create_task(storage.history.add_delivery_minutes([second, first]))  # counted b first
         await wait_for_lock_waiters(pg, 1)  # waits for "a" before it takes "b"
         await pg.execute(upsert.sql, *upsert.args(minute_params(second, second.minute)))
         await other.commit()
         async with asyncio.timeout(10):
             await flush
-        stored = await storage.delivery_minutes("queue", None, first.minute)
+        stored = await storage.history.delivery_minutes("queue", None, first.minute)
         assert [(row.name, row.succeeded) for row in stored] == [("a", 2), ("b", 2)]
     finally:
         await storage.close()
@@ -188,14 +188,16 @@ async def test_migration_0014_counts_the_writes_it_waited_for_whatever_the_defau
     writer = await asyncpg.connect(pg_fresh_db)
     try:
         with monkeypatch.context() as patch:  # the schema of before 0014
-            patch.setattr(postgres_module, "pending", lambda dialect, current: pending(dialect, current)[:13])
-            assert await storage.migrate() == list(range(1, 14))
+            patch.setattr(
+                postgres_database, "pending", lambda dialect, current: pending(dialect, current)[:13]
+            )
+            assert await storage.database.migrate() == list(range(1, 14))
         enqueue = "SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')"
         await writer.execute(enqueue)
         writing = writer.transaction()
         await writing.start()
         await writer.execute(enqueue)  # in flight when the migration starts
-        migrating = asyncio.create_task(storage.migrate())
+        migrating = asyncio.create_task(storage.database.migrate())
         await wait_for_lock_waiters(writer, 1)  # 0014 waits for the writer to commit
         await writing.commit()
         async with asyncio.timeout(30):

@@ -1,4 +1,4 @@
-"""Rebuilding the indexes retention leaves bloated (workly/storage/postgres_indexes.py).
+"""Rebuilding the indexes retention leaves bloated (workly/storage/postgres/indexes.py).
 
 A sliding window of tasks with a few that stay (failed ones) leaves the indexes on
 increasing keys with nearly empty pages VACUUM cannot give back. The rebuild finds them by
@@ -20,7 +20,7 @@ from tests.storage.helpers import new, result_for, token
 from tests.support.clock import VirtualClock
 from workly.models import QueueConfig
 from workly.storage.postgres import PostgresStorage
-from workly.storage.postgres_indexes import REINDEX_APPLICATION, REINDEX_LOCK
+from workly.storage.postgres.indexes import REINDEX_APPLICATION, REINDEX_LOCK
 
 pytestmark = pytest.mark.postgres
 MARGIN = 30.0
@@ -34,18 +34,18 @@ async def size(pg: asyncpg.Connection, index: str) -> int:
 
 async def churn(storage: PostgresStorage, clock: VirtualClock, tasks: int) -> None:
     """``tasks`` tasks through their lives; every STAYS_EVERY-th fails, the rest are pruned."""
-    await storage.put_queue("q", QueueConfig(max_concurrency=1000, max_attempts=1), clock.now())
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=1000, max_attempts=1), clock.now())
     for _ in range(tasks // 500):
         # Every task with an idempotency key, as many senders give: a partial index as large
         # as the table's, with long-lived rows like the full ones.
-        await storage.enqueue([new(idempotency_key=uuid.uuid4().hex) for _ in range(500)], clock.now())
-        claimed = (await storage.claim_tasks(500, clock.now(), token(), MARGIN)).tasks
+        await storage.tasks.enqueue([new(idempotency_key=uuid.uuid4().hex) for _ in range(500)], clock.now())
+        claimed = (await storage.dispatch.claim_tasks(500, clock.now(), token(), MARGIN)).tasks
         results = [
             result_for(task, clock.now(), "failed" if task.seq % STAYS_EVERY == 0 else "succeeded", 500)
             for task in claimed
         ]
-        await storage.record_results(results, clock.now())
-    while await storage.prune_succeeded(clock.advance(60), limit=5000):
+        await storage.dispatch.record_results(results, clock.now())
+    while await storage.upkeep.prune_succeeded(clock.advance(60), limit=5000):
         pass
 
 
@@ -58,7 +58,7 @@ async def test_bloated_indexes_are_rebuilt_to_what_their_entries_need(
         await pg.execute("VACUUM ANALYZE tasks")
         bloated = await size(pg, "tasks_id_key")
         bloated_keys = await size(pg, "tasks_idempotency")
-        rebuilt = await storage.rebuild_bloated_indexes(factor=2, slack_bytes=0)
+        rebuilt = await storage.upkeep.rebuild_bloated_indexes(factor=2, slack_bytes=0)
         assert {"tasks_id_key", "tasks_idempotency"} <= set(rebuilt)
         # Not those whose rows live for one state: their size is traffic, not entries.
         assert not {"tasks_claim", "tasks_lease", "tasks_running", "tasks_succeeded"} & set(rebuilt)
@@ -67,9 +67,9 @@ async def test_bloated_indexes_are_rebuilt_to_what_their_entries_need(
         assert await size(pg, "tasks_idempotency") * 4 < bloated_keys
         assert await pg.fetchval("SELECT count(*) FROM tasks") == 10_000 // STAYS_EVERY
         # Rebuilt, they are no longer bloated; a second look finds nothing.
-        assert await storage.rebuild_bloated_indexes(factor=2, slack_bytes=0) == []
+        assert await storage.upkeep.rebuild_bloated_indexes(factor=2, slack_bytes=0) == []
         # And the rebuilt indexes still serve: a lookup by id, the primary key's foreign key.
-        assert await storage.get_task(await pg.fetchval("SELECT id FROM tasks LIMIT 1")) is not None
+        assert await storage.tasks.get_task(await pg.fetchval("SELECT id FROM tasks LIMIT 1")) is not None
         assert await pg.fetchval(
             "SELECT bool_and(indisvalid) FROM pg_index WHERE indrelid = 'tasks'::regclass"
         )
@@ -83,9 +83,9 @@ async def test_one_process_at_a_time(pg_url: str, pg: asyncpg.Connection, clock:
         await churn(storage, clock, 2_000)
         await pg.execute("VACUUM ANALYZE tasks")
         await pg.execute("SELECT pg_advisory_lock($1)", REINDEX_LOCK)  # another process at it
-        assert await storage.rebuild_bloated_indexes(factor=0, slack_bytes=0) == []
+        assert await storage.upkeep.rebuild_bloated_indexes(factor=0, slack_bytes=0) == []
         await pg.execute("SELECT pg_advisory_unlock($1)", REINDEX_LOCK)
-        assert await storage.rebuild_bloated_indexes(factor=0, slack_bytes=0)  # factor 0: all of them
+        assert await storage.upkeep.rebuild_bloated_indexes(factor=0, slack_bytes=0)  # factor 0: all of them
     finally:
         await storage.close()
 
@@ -95,13 +95,13 @@ async def test_what_an_interrupted_rebuild_left_behind_is_dropped(
 ) -> None:
     storage = await PostgresStorage.open(pg_url)
     try:
-        await storage.enqueue([new(), new()], clock.now())  # two tasks of one queue
+        await storage.tasks.enqueue([new(), new()], clock.now())  # two tasks of one queue
         # A concurrent build that fails leaves its index behind, invalid, as an interrupted
         # REINDEX CONCURRENTLY leaves <index>_ccnew.
         with pytest.raises(asyncpg.exceptions.UniqueViolationError):
             await pg.execute("CREATE UNIQUE INDEX CONCURRENTLY tasks_queue_ccnew ON tasks (queue)")
         assert await pg.fetchval("SELECT to_regclass('tasks_queue_ccnew') IS NOT NULL")
-        await storage.rebuild_bloated_indexes()
+        await storage.upkeep.rebuild_bloated_indexes()
         assert await pg.fetchval("SELECT to_regclass('tasks_queue_ccnew') IS NULL")
     finally:
         await storage.close()
@@ -123,8 +123,8 @@ async def test_a_role_that_may_not_rebuild_is_told_once_and_not_asked_again(
         url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
         storage = await PostgresStorage.open(url)
         try:
-            assert await storage.rebuild_bloated_indexes(factor=0, slack_bytes=0) == []
-            assert await storage.rebuild_bloated_indexes(factor=0, slack_bytes=0) == []
+            assert await storage.upkeep.rebuild_bloated_indexes(factor=0, slack_bytes=0) == []
+            assert await storage.upkeep.rebuild_bloated_indexes(factor=0, slack_bytes=0) == []
         finally:
             await storage.close()
     finally:
@@ -160,7 +160,7 @@ async def test_a_migration_cancels_a_rebuild_in_progress(pg_fresh_db: str) -> No
                 await asyncio.sleep(0.01)
         storage = await PostgresStorage.open(pg_fresh_db)
         try:
-            assert await storage.migrate()  # a fresh database: every migration pending
+            assert await storage.database.migrate()  # a fresh database: every migration pending
         finally:
             await storage.close()
         with pytest.raises(asyncpg.exceptions.QueryCanceledError):

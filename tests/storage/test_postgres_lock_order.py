@@ -23,16 +23,16 @@ from workly.errors import StorageContention
 from workly.models import ClaimedTask, QueueConfig
 from workly.storage.interpret import interpret_postgres_error
 from workly.storage.postgres import PostgresStorage
-from workly.storage.postgres_statements import retrying_contention
+from workly.storage.postgres.statements import retrying_contention
 
 pytestmark = pytest.mark.postgres
 MARGIN = 30.0
 
 
 async def running(storage: PostgresStorage, clock: VirtualClock, count: int) -> list[ClaimedTask]:
-    await storage.put_queue("q", QueueConfig(max_concurrency=count), clock.now())
-    await storage.enqueue([new() for _ in range(count)], clock.now())
-    claimed = (await storage.claim_tasks(count, clock.now(), token(), MARGIN)).tasks
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=count), clock.now())
+    await storage.tasks.enqueue([new() for _ in range(count)], clock.now())
+    claimed = (await storage.dispatch.claim_tasks(count, clock.now(), token(), MARGIN)).tasks
     assert len(claimed) == count
     return sorted(claimed, key=lambda task: task.seq)
 
@@ -51,7 +51,7 @@ async def test_the_heartbeat_never_waits_for_a_task_row_another_transaction_hold
         async with pg.transaction():
             await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR NO KEY UPDATE", low.seq)
             extended = await asyncio.wait_for(
-                storage.extend_leases(
+                storage.dispatch.extend_leases(
                     [(low.seq, low.lease_token), (high.seq, high.lease_token)], clock.advance(5), MARGIN
                 ),
                 timeout=5,  # the old statement waited here for the row, until this transaction ended
@@ -75,7 +75,7 @@ async def test_a_result_batch_locks_its_tasks_in_seq_order_before_writing_any(
             # The batch names the highest task first: it still locks the lowest one first,
             # and every other, then waits here for the highest.
             results = [result_for(task, clock.now(), "succeeded") for task in reversed(tasks)]
-            recording = asyncio.create_task(storage.record_results(results, clock.now()))
+            recording = asyncio.create_task(storage.dispatch.record_results(results, clock.now()))
             await wait_for_lock_waiters(pg, 1)
             with pytest.raises(asyncpg.exceptions.LockNotAvailableError):
                 await probe.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR UPDATE NOWAIT", low.seq)

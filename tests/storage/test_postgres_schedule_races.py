@@ -52,15 +52,17 @@ async def race(
     """Create a schedule, stall its firing at the minute on the queue row, start ``change``
     behind it, let both finish; the schedule as created, and what ``change`` returned."""
     scheduler, api, holder = pair
-    await api.put_queue("q", QueueConfig(), clock.now())
-    schedule = await api.create_schedule(new_id("sch"), SPEC, first_run(SPEC, clock.now()), clock.now())
+    await api.queues.put_queue("q", QueueConfig(), clock.now())
+    schedule = await api.schedules.create_schedule(
+        new_id("sch"), SPEC, first_run(SPEC, clock.now()), clock.now()
+    )
     clock.advance(60)
     now = clock.now()
     blocker = holder.transaction()
     await blocker.start()
     await holder.execute("SELECT name FROM queues WHERE name = 'q' FOR UPDATE")
     firing = asyncio.create_task(
-        scheduler.fire_due_schedules(
+        scheduler.schedules.fire_due_schedules(
             now, 10, lambda s: plan_firing(s, now, new_task_id(), new_id("evt")), new_task_id
         )
     )
@@ -81,7 +83,9 @@ async def test_a_pause_waits_for_the_firing_and_then_holds(pair: Pair, clock: Vi
     def pause(current: Schedule) -> tuple[ScheduleSpec, datetime | None]:
         return replace(current.spec, paused=True), None
 
-    schedule, paused = await race(pair, clock, lambda api, s: api.update_schedule(s.id, pause, clock.now()))
+    schedule, paused = await race(
+        pair, clock, lambda api, s: api.schedules.update_schedule(s.id, pause, clock.now())
+    )
     assert isinstance(paused, Schedule)
     [task] = await tasks(pair[2])
     assert (paused.spec.paused, paused.next_run_at, paused.last_task_id) == (True, None, task["id"])
@@ -92,7 +96,7 @@ async def test_a_trigger_waits_for_the_firing_and_finds_its_task(pair: Pair, clo
     def trigger(api: PostgresStorage, schedule: Schedule) -> Awaitable[tuple[Fired, Schedule]]:
         now = clock.now()  # the firing's instant: the trigger's key is that firing's key
         plan = lambda s: plan_firing(s, now, new_task_id(), new_id("evt"), trigger=True)  # noqa: E731
-        return api.trigger_schedule(schedule.id, now, plan, new_task_id)
+        return api.schedules.trigger_schedule(schedule.id, now, plan, new_task_id)
 
     schedule, result = await race(pair, clock, trigger)
     assert isinstance(result, tuple)
@@ -104,7 +108,7 @@ async def test_a_trigger_waits_for_the_firing_and_finds_its_task(pair: Pair, clo
 
 
 async def test_a_delete_waits_for_the_firing_and_leaves_its_task(pair: Pair, clock: VirtualClock) -> None:
-    schedule, _ = await race(pair, clock, lambda api, s: api.delete_schedule(s.id))
-    assert await pair[1].get_schedule(schedule.id) is None
+    schedule, _ = await race(pair, clock, lambda api, s: api.schedules.delete_schedule(s.id))
+    assert await pair[1].schedules.get_schedule(schedule.id) is None
     [task] = await tasks(pair[2])
     assert task["idempotency_key"] == f"schedule:{schedule.id}:2030-01-01T12:01:00Z"

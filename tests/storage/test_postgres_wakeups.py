@@ -9,9 +9,9 @@ import asyncpg
 import pytest
 
 from tests.support.pg_waits import NotificationProbe
-from workly.storage import postgres_wakeups
 from workly.storage.postgres import PostgresStorage
-from workly.storage.postgres_wakeups import CHANNEL, channel_of
+from workly.storage.postgres import notifier as postgres_notifier
+from workly.storage.postgres.notifier import CHANNEL, channel_of
 
 pytestmark = pytest.mark.postgres
 VISITOR = "visitor-from-the-test"  # the id of a process the test plays with a plain connection
@@ -46,7 +46,7 @@ async def processes(pg_url: str) -> AsyncIterator[list[Process]]:
 
 async def test_a_process_alone_sends_no_announcements(processes: list[Process], pg_url: str) -> None:
     alone = processes[0]
-    await alone.storage.listen_for_work(alone.on_work)  # returns once its hello has been sent
+    await alone.storage.notifier.listen_for_work(alone.on_work)  # returns once its hello has been sent
     await until(lambda: alone.woken == 1)  # once on connecting: whatever it may have missed
     # Its own hello comes back to it, and must be ignored. Ignoring leaves no trace, so a
     # visitor says hello after it: notifications arrive in commit order, so once the visitor
@@ -54,19 +54,19 @@ async def test_a_process_alone_sends_no_announcements(processes: list[Process], 
     probe = await NotificationProbe.listen(pg_url, CHANNEL)
     try:
         await probe.notify(f"hello:{VISITOR}")
-        await until(lambda: VISITOR in alone.storage.wakeups.peers)
-        assert alone.storage.wakeups.peers == {VISITOR}
+        await until(lambda: VISITOR in alone.storage.notifier.peers)
+        assert alone.storage.notifier.peers == {VISITOR}
         # It answers the newcomer with a hello of its own; once the probe hears that answer,
         # the visitor leaves: its bye comes after the answer, which is then handled as well.
         hello_seen = await probe.wait_for(f"hello:{VISITOR}")
-        await probe.wait_for(f"hello:{alone.storage.wakeups.id}", after=hello_seen + 1)
+        await probe.wait_for(f"hello:{alone.storage.notifier.id}", after=hello_seen + 1)
         await probe.notify(f"bye:{VISITOR}")
-        await until(lambda: not alone.storage.wakeups.peers)  # alone again
+        await until(lambda: not alone.storage.notifier.peers)  # alone again
     finally:
         await probe.close()
-    await alone.storage.announce_work()
-    assert alone.storage.wakeups.announced == 0
-    assert alone.storage.wakeups.peers == set()
+    await alone.storage.notifier.announce_work()
+    assert alone.storage.notifier.announced == 0
+    assert alone.storage.notifier.peers == set()
 
 
 async def test_announcements_wake_the_other_process_not_the_sender(
@@ -74,11 +74,11 @@ async def test_announcements_wake_the_other_process_not_the_sender(
 ) -> None:
     a, b = processes
     for process in processes:
-        await process.storage.listen_for_work(process.on_work)
-    await until(lambda: a.storage.wakeups.peers == {b.storage.wakeups.id})
-    await until(lambda: b.storage.wakeups.peers == {a.storage.wakeups.id})
+        await process.storage.notifier.listen_for_work(process.on_work)
+    await until(lambda: a.storage.notifier.peers == {b.storage.notifier.id})
+    await until(lambda: b.storage.notifier.peers == {a.storage.notifier.id})
     woken_a, woken_b = a.woken, b.woken
-    await b.storage.announce_work()
+    await b.storage.notifier.announce_work()
     await until(lambda: a.woken == woken_a + 1)
     # b's announcement comes back to b too, and must not wake it. To know that it has come
     # back, a visitor says hello after it (notifications arrive in commit order): once b
@@ -86,22 +86,22 @@ async def test_announcements_wake_the_other_process_not_the_sender(
     probe = await NotificationProbe.listen(pg_url, CHANNEL)
     try:
         await probe.notify(f"hello:{VISITOR}")
-        await until(lambda: VISITOR in b.storage.wakeups.peers)
+        await until(lambda: VISITOR in b.storage.notifier.peers)
     finally:
         await probe.close()
     assert b.woken == woken_b
-    assert b.storage.wakeups.announced == 1
+    assert b.storage.notifier.announced == 1
 
 
 async def test_a_process_that_says_goodbye_is_no_longer_announced_to(processes: list[Process]) -> None:
     a, b = processes
     for process in processes:
-        await process.storage.listen_for_work(process.on_work)
-    await until(lambda: bool(a.storage.wakeups.peers))
+        await process.storage.notifier.listen_for_work(process.on_work)
+    await until(lambda: bool(a.storage.notifier.peers))
     await b.storage.close()
-    await until(lambda: not a.storage.wakeups.peers)
-    await a.storage.announce_work()
-    assert a.storage.wakeups.announced == 0
+    await until(lambda: not a.storage.notifier.peers)
+    await a.storage.notifier.announce_work()
+    assert a.storage.notifier.announced == 0
 
 
 async def _arrivals(pg_url: str) -> int:
@@ -117,26 +117,26 @@ async def test_a_task_enqueued_from_sql_wakes_the_dispatcher_at_its_commit_only(
     processes: list[Process], pg_url: str
 ) -> None:
     process = processes[0]
-    await process.storage.listen_for_work(process.on_work, sql_poll_interval=0.01)
+    await process.storage.notifier.listen_for_work(process.on_work, sql_poll_interval=0.01)
     await until(lambda: process.woken == 1)  # once on connecting
     app = await asyncpg.connect(pg_url)
     try:
         async with app.transaction():
             await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
             # Uncommitted, its arrival is invisible: several looks find nothing to take.
-            looked = process.storage.wakeups.sql_looks
-            await until(lambda: process.storage.wakeups.sql_looks >= looked + 3)
+            looked = process.storage.notifier.sql_looks
+            await until(lambda: process.storage.notifier.sql_looks >= looked + 3)
             assert process.woken == 1
         await until(lambda: process.woken == 2)  # the commit
-        await until(lambda: process.storage.wakeups.sql_looks >= looked + 6)
+        await until(lambda: process.storage.notifier.sql_looks >= looked + 6)
         assert await _arrivals(pg_url) == 0  # taken, so it wakes once
         assert process.woken == 2
         rolled_back = app.transaction()
         await rolled_back.start()
         await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
         await rolled_back.rollback()
-        looked = process.storage.wakeups.sql_looks
-        await until(lambda: process.storage.wakeups.sql_looks >= looked + 3)
+        looked = process.storage.notifier.sql_looks
+        await until(lambda: process.storage.notifier.sql_looks >= looked + 3)
         assert process.woken == 2  # a rollback wakes nobody
     finally:
         await app.close()
@@ -146,13 +146,13 @@ async def test_without_a_poll_interval_nobody_looks_for_sql_arrivals(
     processes: list[Process], pg_url: str
 ) -> None:
     process = processes[0]
-    await process.storage.listen_for_work(process.on_work)
+    await process.storage.notifier.listen_for_work(process.on_work)
     app = await asyncpg.connect(pg_url)
     try:
         await app.fetchval("SELECT enqueue_task(queue => 'q', url => 'http://127.0.0.1:9/')")
     finally:
         await app.close()
-    assert process.storage.wakeups.sql_looks == 0
+    assert process.storage.notifier.sql_looks == 0
     assert await _arrivals(pg_url) == 1
 
 
@@ -166,10 +166,10 @@ def test_each_schema_has_its_own_channel_and_public_keeps_the_old_one() -> None:
 
 async def test_looks_are_frequent_only_once_the_sql_functions_are_in_use(pg_fresh_db: str) -> None:
     first = Process(await PostgresStorage.open(pg_fresh_db))
-    await first.storage.migrate()
+    await first.storage.database.migrate()
     try:
-        await first.storage.listen_for_work(first.on_work, sql_poll_interval=0.01)
-        wakeups = first.storage.wakeups
+        await first.storage.notifier.listen_for_work(first.on_work, sql_poll_interval=0.01)
+        wakeups = first.storage.notifier
         assert not wakeups.sql_in_use  # a new database: a look a second
         app = await asyncpg.connect(pg_fresh_db)
         try:
@@ -191,8 +191,8 @@ async def test_looks_are_frequent_only_once_the_sql_functions_are_in_use(pg_fres
         await first.storage.close()
     second = Process(await PostgresStorage.open(pg_fresh_db))
     try:
-        await second.storage.listen_for_work(second.on_work, sql_poll_interval=0.01)
-        assert second.storage.wakeups.sql_in_use
+        await second.storage.notifier.listen_for_work(second.on_work, sql_poll_interval=0.01)
+        assert second.storage.notifier.sql_in_use
     finally:
         await second.storage.close()
 
@@ -208,10 +208,10 @@ async def test_a_listen_connection_refused_right_after_it_connects_backs_off(
             'prepared statement "__asyncpg_stmt_1__" exists'
         )
 
-    monkeypatch.setattr(postgres_wakeups, "use_schema", refused)
+    monkeypatch.setattr(postgres_notifier, "use_schema", refused)
     process = Process(await PostgresStorage.open(pg_url))
     try:
-        await process.storage.wakeups.listen(process.on_work, first_wait=0.1)
+        await process.storage.notifier.listen_for_work(process.on_work, first_wait=0.1)
         await asyncio.sleep(1.2)
     finally:
         await process.storage.close()

@@ -19,8 +19,8 @@ async def test_an_idempotency_lookup_searches_the_idempotency_index(
     path = tmp_path / "plan.db"
     storage = await SqliteStorage.open(f"sqlite:///{path}")
     try:
-        await storage.migrate()
-        await storage.enqueue([new(idempotency_key=f"k{n}") for n in range(200)], clock.now())
+        await storage.database.migrate()
+        await storage.tasks.enqueue([new(idempotency_key=f"k{n}") for n in range(200)], clock.now())
     finally:
         await storage.close()
     query = sqlite_queries().get_tasks_by_idempotency_keys

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from workly.errors import StorageUnavailable
-from workly.storage.sqlite_thread import SqliteThread
+from workly.storage.sqlite.thread import SqliteThread
 
 
 def _fail_at_commit(db: sqlite3.Connection) -> None:

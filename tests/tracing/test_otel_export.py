@@ -163,7 +163,7 @@ async def main(db):
         settings = Settings(database_url=db, signing_secret=TEST_SECRET, outbound_allow="127.0.0.0/8")
         async with Service(settings).running() as service:
             traced = new(url=receiver.url("/x"), traceparent="00-%s-%s-01" % ("1" * 32, "2" * 16))
-            await service.enqueue([traced])
+            await service.tasks.enqueue([traced])
             await receiver.wait_for("/x", 1)
     # FastAPI itself imports opentelemetry-api; the otel extra is what Workly must not load.
     print(sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter",

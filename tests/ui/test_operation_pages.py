@@ -32,7 +32,7 @@ from tests.ui.helpers import (
     row,
 )
 from workly.service import Service
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.ui import operation_pages
 
 BUTTON = ">Retry all failed</button>"
@@ -48,7 +48,7 @@ class Dashboard:
 
     @property
     def storage(self) -> Storage:
-        return self.service._storage()
+        return self.service.storage
 
     def origin(self) -> dict[str, str]:
         return origin(self.http)
@@ -78,19 +78,22 @@ class Dashboard:
         """Claim every due task and fail it for good (a 500 on its last attempt), as the
         dispatcher would record it; how many there were."""
         now = self.service.now()
-        claimed = (await self.storage.claim_tasks(100, now, token(), 30.0)).tasks
-        await self.storage.record_results([result_for(c, now, "failed", 500) for c in claimed], now)
+        claimed = (await self.storage.dispatch.claim_tasks(100, now, token(), 30.0)).tasks
+        await self.storage.dispatch.record_results([result_for(c, now, "failed", 500) for c in claimed], now)
         return len(claimed)
 
     async def work(self, operation_id: str, chunk: int) -> None:
         """One chunk of the operation, as the runner works it (the runner only runs with the
         dispatcher on): this test's runner takes it, or goes on under the lease it has."""
         if operation_id not in self.taken:
-            taken = await self.storage.take_operation(self.service.now(), self.lease, 15.0)
+            taken = await self.storage.operations.take_operation(self.service.now(), self.lease, 15.0)
             assert taken is not None and taken.id == operation_id
             self.taken.add(operation_id)
         now = self.service.now()
-        assert await self.storage.run_operation_chunk(operation_id, self.lease, now, 15.0, chunk) is not None
+        assert (
+            await self.storage.operations.run_operation_chunk(operation_id, self.lease, now, 15.0, chunk)
+            is not None
+        )
 
     async def operations(self) -> list[dict[str, Any]]:
         response = await self.http.get("/v1/operations", headers=AUTH)
@@ -338,7 +341,7 @@ async def test_the_task_page_shows_callbacks_and_the_retry_policy(ui: Dashboard)
     assert 'id="callback-url"' not in plain
 
     # A callback task (the sender makes them; stored here directly) links to its task.
-    [stored] = await ui.storage.enqueue(
+    [stored] = await ui.storage.tasks.enqueue(
         [new(queue="workly.callbacks", callback_of=task_id)], ui.service.now()
     )
     callback = (await ui.http.get(f"/ui/tasks/{stored.task.id}")).text

@@ -45,8 +45,8 @@ async def write_minutes(service: Service, scope: Scope, name: str) -> tuple[str,
     other_process.buckets[bucket_of(700)] = 3
     current = MinuteStats(scope, name, now, succeeded=4)
     current.buckets[bucket_of(40)] = 4
-    await service._storage().add_delivery_minutes([earlier, current])
-    await service._storage().add_delivery_minutes([other_process])
+    await service.storage.history.add_delivery_minutes([earlier, current])
+    await service.storage.history.add_delivery_minutes([other_process])
     return f"{earlier.minute:%Y-%m-%dT%H:%M:%SZ}", f"{now:%Y-%m-%dT%H:%M:%SZ}"
 
 

@@ -164,7 +164,7 @@ async def test_a_failing_workly_subscriber_never_makes_notices_about_its_own_not
     await receiver.wait_for("/ops", 1)
     await wait_until(lambda: _settled(http, ops["id"]))
     await service.dispatcher.settle()  # every result recorded, so every notice it makes begun,
-    await service.drain_own_events()  # and published
+    await service.webhooks.drain_own_events()  # and published
     events = (await http.get("/v1/events", params={"type": "workly.task.failed"})).json()["events"]
     assert len(events) == 1
 

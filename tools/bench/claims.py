@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 from workly.ids import new_task_id
 from workly.models import AttemptResult, NewTask, QueueConfig
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.storage.factory import open_storage
 
 CLAIMS, BATCH = 50, 10
@@ -38,12 +38,14 @@ def _task(queue: str, **fields: str) -> NewTask:
 
 async def _enqueue(storage: Storage, tasks: list[NewTask], now: datetime) -> None:
     for start in range(0, len(tasks), 1000):
-        await storage.enqueue(tasks[start : start + 1000], now)
+        await storage.tasks.enqueue(tasks[start : start + 1000], now)
 
 
 async def _finish_all(storage: Storage, now: datetime) -> None:
-    while claimed := (await storage.claim_tasks(1000, now, uuid.uuid4().hex, 30)).tasks:
-        await storage.record_results([_succeeded(c.seq, c.lease_token, c.attempt, now) for c in claimed], now)
+    while claimed := (await storage.dispatch.claim_tasks(1000, now, uuid.uuid4().hex, 30)).tasks:
+        await storage.dispatch.record_results(
+            [_succeeded(c.seq, c.lease_token, c.attempt, now) for c in claimed], now
+        )
 
 
 def _succeeded(seq: int, lease: str, attempt: int, now: datetime) -> AttemptResult:
@@ -53,7 +55,7 @@ def _succeeded(seq: int, lease: str, attempt: int, now: datetime) -> AttemptResu
 async def _prepare(storage: Storage, shape: str, backlog: int, now: datetime) -> str:
     queue = f"{shape}-{backlog}"
     ordering = "key" if shape == "keys" else "none"
-    await storage.put_queue(queue, QueueConfig(max_concurrency=10_000, ordering=ordering), now)
+    await storage.queues.put_queue(queue, QueueConfig(max_concurrency=10_000, ordering=ordering), now)
     if shape == "plain":
         await _enqueue(storage, [_task(queue) for _ in range(backlog)], now)
     elif shape == "tenants":
@@ -71,9 +73,11 @@ async def _time_claims(storage: Storage, now: datetime) -> list[float]:
     took = []
     for _ in range(CLAIMS):
         started = time.perf_counter()
-        claimed = (await storage.claim_tasks(BATCH, now, uuid.uuid4().hex, 30)).tasks
+        claimed = (await storage.dispatch.claim_tasks(BATCH, now, uuid.uuid4().hex, 30)).tasks
         took.append(time.perf_counter() - started)
-        await storage.record_results([_succeeded(c.seq, c.lease_token, c.attempt, now) for c in claimed], now)
+        await storage.dispatch.record_results(
+            [_succeeded(c.seq, c.lease_token, c.attempt, now) for c in claimed], now
+        )
     return took
 
 
@@ -81,23 +85,23 @@ async def main(url: str) -> None:
     storage = await open_storage(url, db_timeout=60)
     now = datetime.now(UTC)
     try:
-        await storage.migrate()
-        for queue in await storage.list_queues():
-            await storage.delete_queue(queue.name)
-        if await storage.needs_vacuum():
-            await storage.vacuum()
+        await storage.database.migrate()
+        for queue in await storage.queues.list_queues():
+            await storage.queues.delete_queue(queue.name)
+        if await storage.database.needs_vacuum():
+            await storage.upkeep.vacuum()
         print(f"{storage.dialect}: {CLAIMS} claims of up to {BATCH}, each followed by its results")
         for backlog in (10_000, 200_000):
             for shape in ("plain", "tenants", "keys"):
                 queue = await _prepare(storage, shape, backlog, now)
-                if await storage.needs_vacuum():
-                    await storage.vacuum()
+                if await storage.database.needs_vacuum():
+                    await storage.upkeep.vacuum()
                 took = sorted(await _time_claims(storage, now + timedelta(seconds=1)))
                 print(
                     f"  backlog {backlog:>7,} {shape:<8} median {statistics.median(took) * 1000:6.2f} ms"
                     f"  p95 {took[int(0.95 * (len(took) - 1))] * 1000:6.2f} ms"
                 )
-                await storage.delete_queue(queue)
+                await storage.queues.delete_queue(queue)
     finally:
         await storage.close()
 

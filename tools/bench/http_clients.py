@@ -20,7 +20,7 @@ import aiohttp
 
 from workly.dispatch.http import HttpClient
 from workly.loadtest.sink import Sink
-from workly.outbound import LOOPBACK, OutboundPolicy
+from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from workly.errors import QueueNotFound
 from workly.ids import new_task_id
 from workly.models import AttemptResult, NewTask, QueueConfig
-from workly.storage.base import Storage
+from workly.storage.contract import Storage
 from workly.storage.factory import open_storage
 
 URL = "http://127.0.0.1:9/"
@@ -35,27 +35,27 @@ BATCH = 1_000
 async def _drop_queues(storage: Storage) -> None:
     for name in QUEUES:
         with contextlib.suppress(QueueNotFound):
-            await storage.delete_queue(name)
+            await storage.queues.delete_queue(name)
 
 
 async def _fill(storage: Storage, total: int) -> None:
     now = datetime.now(UTC)
     for name in QUEUES:
-        await storage.put_queue(name, QueueConfig(max_concurrency=100_000), now)
+        await storage.queues.put_queue(name, QueueConfig(max_concurrency=100_000), now)
     for start in range(0, total, BATCH):
         queue = QUEUES[(start // BATCH) % len(QUEUES)]
         size = min(BATCH, total - start)
         tasks = [NewTask(id=new_task_id(), queue=queue, url=URL, body=b"{}") for _ in range(size)]
-        await storage.enqueue(tasks, now)
+        await storage.tasks.enqueue(tasks, now)
     done = 0
     while done < total // 10:
-        claimed = (await storage.claim_tasks(BATCH, now, uuid.uuid4().hex, 30)).tasks
+        claimed = (await storage.dispatch.claim_tasks(BATCH, now, uuid.uuid4().hex, 30)).tasks
         results = [
             AttemptResult(task_seq=c.seq, lease_token=c.lease_token, attempt=c.attempt, started_at=now,
                           finished_at=now, status_code=204, error=None, response=b"", outcome="succeeded")
             for c in claimed
         ]  # fmt: skip
-        await storage.record_results(results, now)
+        await storage.dispatch.record_results(results, now)
         done += len(claimed)
     fold = getattr(storage, "fold_task_counts", None)  # absent before migration 0014
     if fold is not None:
@@ -73,16 +73,16 @@ async def _median_ms(op: Callable[[], Awaitable[object]], calls: int) -> float:
 
 async def main(url: str, total: int, calls: int = 50) -> None:
     storage = await open_storage(url)
-    await storage.migrate()
+    await storage.database.migrate()
     await _drop_queues(storage)
     started = time.perf_counter()
     await _fill(storage, total)
     print(f"filled {total:,} tasks in {time.perf_counter() - started:.1f} s")
-    queues = await storage.list_queues()
+    queues = await storage.queues.list_queues()
     counted = sum(sum(q.counts.values()) for q in queues if q.name in QUEUES)
     print(f"tasks counted by list_queues: {counted:,}")
-    print(f"list_queues          median {await _median_ms(storage.list_queues, calls):8.2f} ms")
-    one = await _median_ms(lambda: storage.get_queue(QUEUES[0]), calls)
+    print(f"list_queues          median {await _median_ms(storage.queues.list_queues, calls):8.2f} ms")
+    one = await _median_ms(lambda: storage.queues.get_queue(QUEUES[0]), calls)
     print(f"get_queue(counts-0)  median {one:8.2f} ms")
     await _drop_queues(storage)
     await storage.close()

@@ -303,7 +303,7 @@ async def main(args: argparse.Namespace) -> None:
     logs = Path(tempfile.mkdtemp(prefix=f"{db}-"))
     try:
         storage = await PostgresStorage.open(db_url, schema="workly")
-        await storage.migrate()
+        await storage.database.migrate()
         await storage.close()
         admin = await asyncpg.connect(db_url)
         await admin.execute("CREATE TABLE orders (id bigserial PRIMARY KEY, customer text, total numeric)")

@@ -28,7 +28,7 @@ import asyncpg
 from workly.ids import new_task_id
 from workly.models import NewTask
 from workly.storage.postgres import PostgresStorage
-from workly.storage.postgres_enqueue import task_columns
+from workly.storage.postgres.enqueue import task_columns
 from workly.storage.queries import Query, postgres_queries
 
 _TASKS = 8
@@ -70,9 +70,9 @@ async def _explained(conn: asyncpg.Connection, query: Query, params: dict[str, A
 async def main(url: str, runs: int) -> None:
     storage = await PostgresStorage.open(url)
     try:
-        await storage.migrate()
+        await storage.database.migrate()
         now = datetime.now(UTC)
-        await storage.enqueue(_tasks(), now)  # the queue, with 8 ready tasks for the claim
+        await storage.tasks.enqueue(_tasks(), now)  # the queue, with 8 ready tasks for the claim
     finally:
         await storage.close()
     conn = await asyncpg.connect(url)

@@ -30,10 +30,10 @@ def _task() -> NewTask:
 
 async def main(url: str, seconds: float = 3.0) -> None:
     storage = await open_storage(url)
-    await storage.migrate()
+    await storage.database.migrate()
     with contextlib.suppress(QueueNotFound):
-        await storage.delete_queue("bench")
-    await storage.put_queue("bench", QueueConfig(max_concurrency=100_000), datetime.now(UTC))
+        await storage.queues.delete_queue("bench")
+    await storage.queues.put_queue("bench", QueueConfig(max_concurrency=100_000), datetime.now(UTC))
 
     async def rate(label: str, op: object, per_call: int) -> None:
         assert callable(op)
@@ -45,20 +45,20 @@ async def main(url: str, seconds: float = 3.0) -> None:
         print(f"{label:<32} {calls / elapsed:>9,.0f} calls/s  {calls * per_call / elapsed:>10,.0f} tasks/s")
 
     async def enqueue_one() -> None:
-        await storage.enqueue([_task()], datetime.now(UTC))
+        await storage.tasks.enqueue([_task()], datetime.now(UTC))
 
     async def enqueue_hundred() -> None:
-        await storage.enqueue([_task() for _ in range(100)], datetime.now(UTC))
+        await storage.tasks.enqueue([_task() for _ in range(100)], datetime.now(UTC))
 
     async def claim_and_record() -> None:
         now = datetime.now(UTC)
-        claimed = (await storage.claim_tasks(100, now, uuid.uuid4().hex, 30)).tasks
+        claimed = (await storage.dispatch.claim_tasks(100, now, uuid.uuid4().hex, 30)).tasks
         results = [
             AttemptResult(task_seq=c.seq, lease_token=c.lease_token, attempt=c.attempt, started_at=now,
                           finished_at=now, status_code=204, error=None, response=b"", outcome="succeeded")
             for c in claimed
         ]  # fmt: skip
-        await storage.record_results(results, now)
+        await storage.dispatch.record_results(results, now)
 
     await rate("enqueue, 1 task per call", enqueue_one, 1)
     await rate("enqueue, 100 tasks per call", enqueue_hundred, 100)

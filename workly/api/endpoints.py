@@ -31,7 +31,9 @@ EndpointPath = Annotated[str, Depends(_endpoint_id)]
 
 @router.post("", status_code=201, summary="Register an endpoint")
 async def create_endpoint(endpoint: EndpointIn, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(endpoint_json(await service.create_endpoint(endpoint.spec())), status_code=201)
+    return JSONResponse(
+        endpoint_json(await service.webhooks.create_endpoint(endpoint.spec())), status_code=201
+    )
 
 
 @router.get("", summary="List endpoints, newest first")
@@ -42,54 +44,57 @@ async def list_endpoints(
     cursor: Cursor = None,
 ) -> JSONResponse:
     return await page(
-        "endpoints", cursor, lambda before: service.list_endpoints(tenant, limit, before), endpoint_json
+        "endpoints",
+        cursor,
+        lambda before: service.webhooks.list_endpoints(tenant, limit, before),
+        endpoint_json,
     )
 
 
 @router.get("/{endpoint_id}", summary="Get an endpoint with its health")
 async def get_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(endpoint_json(await service.get_endpoint(endpoint_id)))
+    return JSONResponse(endpoint_json(await service.webhooks.get_endpoint(endpoint_id)))
 
 
 @router.patch("/{endpoint_id}", summary="Change some of an endpoint's fields")
 async def patch_endpoint(
     endpoint_id: EndpointPath, patch: EndpointPatchIn, service: ServiceDep
 ) -> JSONResponse:
-    return JSONResponse(endpoint_json(await service.update_endpoint(endpoint_id, patch.changes())))
+    return JSONResponse(endpoint_json(await service.webhooks.update_endpoint(endpoint_id, patch.changes())))
 
 
 @router.delete("/{endpoint_id}", status_code=204, summary="Delete an endpoint with its pending tasks")
 async def delete_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> Response:
-    await service.delete_endpoint(endpoint_id)
+    await service.webhooks.delete_endpoint(endpoint_id)
     return Response(status_code=204)
 
 
 @router.get("/{endpoint_id}/secret", summary="Read an endpoint's signing secret(s)")
 async def endpoint_secret(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse({"signing_secret": await service.endpoint_secret(endpoint_id)})
+    return JSONResponse({"signing_secret": await service.webhooks.endpoint_secret(endpoint_id)})
 
 
 @router.get("/{endpoint_id}/public-key", summary="Read the public key(s) that verify its v1a signatures")
 async def endpoint_public_key(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
-    keys = await service.endpoint_public_keys(endpoint_id)
+    keys = await service.webhooks.endpoint_public_keys(endpoint_id)
     return JSONResponse({"public_key": keys[0], "public_keys": keys})
 
 
 @router.post("/{endpoint_id}/enable", summary="Enable an endpoint: its held tasks flow again")
 async def enable_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(endpoint_json(await service.enable_endpoint(endpoint_id)))
+    return JSONResponse(endpoint_json(await service.webhooks.enable_endpoint(endpoint_id)))
 
 
 @router.post("/{endpoint_id}/disable", summary="Disable an endpoint: no new events, its pending tasks held")
 async def disable_endpoint(endpoint_id: EndpointPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(endpoint_json(await service.disable_endpoint(endpoint_id)))
+    return JSONResponse(endpoint_json(await service.webhooks.disable_endpoint(endpoint_id)))
 
 
 @router.post("/{endpoint_id}/recover", summary="Re-enqueue the endpoint's tasks that failed since a time")
 async def recover_endpoint(
     endpoint_id: EndpointPath, recover: RecoverIn, service: ServiceDep
 ) -> JSONResponse:
-    recovered = await service.recover_endpoint(endpoint_id, recover.since)
+    recovered = await service.webhooks.recover_endpoint(endpoint_id, recover.since)
     return JSONResponse({"recovered": recovered})
 
 
@@ -104,6 +109,6 @@ async def list_endpoint_tasks(
     return await page(
         "tasks",
         cursor,
-        lambda before: service.list_endpoint_tasks(endpoint_id, status, limit, before),
+        lambda before: service.webhooks.list_endpoint_tasks(endpoint_id, status, limit, before),
         rep.task_json,
     )

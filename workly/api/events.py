@@ -38,7 +38,7 @@ async def publish_event(
 ) -> JSONResponse:
     if idempotency_key and event.idempotency_key and idempotency_key != event.idempotency_key:
         return problem(422, "The Idempotency-Key header and the idempotency_key field differ.")
-    published = await service.publish(event.new_event(service.now(), idempotency_key, trace))
+    published = await service.webhooks.publish(event.new_event(service.now(), idempotency_key, trace))
     return JSONResponse(event_json(published.event), status_code=201 if published.created else 200)
 
 
@@ -51,10 +51,10 @@ async def list_events(
     cursor: Cursor = None,
 ) -> JSONResponse:
     return await page(
-        "events", cursor, lambda before: service.list_events(type, tenant, limit, before), event_json
+        "events", cursor, lambda before: service.webhooks.list_events(type, tenant, limit, before), event_json
     )
 
 
 @router.get("/{event_id}", summary="Get an event with each delivery's status")
 async def get_event(event_id: Annotated[str, Depends(_event_id)], service: ServiceDep) -> JSONResponse:
-    return JSONResponse(event_json(await service.get_event(event_id)))
+    return JSONResponse(event_json(await service.webhooks.get_event(event_id)))

@@ -71,7 +71,7 @@ def _operation_id(operation_id: Annotated[str, Path(max_length=64)]) -> str:
 
 @router.post("", status_code=202, summary="Retry or cancel every task a filter matches, in the background")
 async def create_operation(body: OperationIn, service: ServiceDep) -> JSONResponse:
-    operation = await service.create_operation(body.action, body.filter.task_filter())
+    operation = await service.operations.create_operation(body.action, body.filter.task_filter())
     return JSONResponse(
         operation_json(operation), status_code=202, headers={"location": f"/v1/operations/{operation.id}"}
     )
@@ -80,7 +80,7 @@ async def create_operation(body: OperationIn, service: ServiceDep) -> JSONRespon
 @router.get("", summary="List bulk operations, newest first")
 async def list_operations(service: ServiceDep, limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
     return await page(
-        "operations", cursor, lambda before: service.list_operations(limit, before), operation_json
+        "operations", cursor, lambda before: service.operations.list_operations(limit, before), operation_json
     )
 
 
@@ -88,4 +88,4 @@ async def list_operations(service: ServiceDep, limit: Limit = 50, cursor: Cursor
 async def get_operation(
     operation_id: Annotated[str, Depends(_operation_id)], service: ServiceDep
 ) -> JSONResponse:
-    return JSONResponse(operation_json(await service.get_operation(operation_id)))
+    return JSONResponse(operation_json(await service.operations.get_operation(operation_id)))

@@ -28,7 +28,7 @@ ScheduleId = Annotated[str, Depends(_schedule_id)]
 
 @router.post("", status_code=201, summary="Create a schedule: a task or an event made by cron")
 async def create_schedule(body: ScheduleIn, service: ServiceDep) -> JSONResponse:
-    schedule = await service.create_schedule(body.spec())
+    schedule = await service.schedules.create_schedule(body.spec())
     return JSONResponse(
         schedule_json(schedule), status_code=201, headers={"location": f"/v1/schedules/{schedule.id}"}
     )
@@ -37,38 +37,38 @@ async def create_schedule(body: ScheduleIn, service: ServiceDep) -> JSONResponse
 @router.get("", summary="List schedules, newest first")
 async def list_schedules(service: ServiceDep, limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
     return await page(
-        "schedules", cursor, lambda before: service.list_schedules(limit, before), schedule_json
+        "schedules", cursor, lambda before: service.schedules.list_schedules(limit, before), schedule_json
     )
 
 
 @router.get("/{schedule_id}", summary="Get a schedule with its next runs")
 async def get_schedule(schedule_id: ScheduleId, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(schedule_json(await service.get_schedule(schedule_id)))
+    return JSONResponse(schedule_json(await service.schedules.get_schedule(schedule_id)))
 
 
 @router.patch("/{schedule_id}", summary="Change some of a schedule's fields")
 async def update_schedule(
     schedule_id: ScheduleId, body: SchedulePatchIn, service: ServiceDep
 ) -> JSONResponse:
-    return JSONResponse(schedule_json(await service.update_schedule(schedule_id, body.changes())))
+    return JSONResponse(schedule_json(await service.schedules.update_schedule(schedule_id, body.changes())))
 
 
 @router.delete("/{schedule_id}", status_code=204, summary="Delete a schedule (the tasks it made stay)")
 async def delete_schedule(schedule_id: ScheduleId, service: ServiceDep) -> Response:
-    await service.delete_schedule(schedule_id)
+    await service.schedules.delete_schedule(schedule_id)
     return Response(status_code=204)
 
 
 @router.post("/{schedule_id}/pause", summary="Stop firing (next_run_at becomes null)")
 async def pause_schedule(schedule_id: ScheduleId, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(schedule_json(await service.pause_schedule(schedule_id)))
+    return JSONResponse(schedule_json(await service.schedules.pause_schedule(schedule_id)))
 
 
 @router.post("/{schedule_id}/resume", summary="Fire again, from the next fire time after now")
 async def resume_schedule(schedule_id: ScheduleId, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(schedule_json(await service.resume_schedule(schedule_id)))
+    return JSONResponse(schedule_json(await service.schedules.resume_schedule(schedule_id)))
 
 
 @router.post("/{schedule_id}/trigger", summary="Fire once now (last_task_id or last_event_id: what it made)")
 async def trigger_schedule(schedule_id: ScheduleId, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(schedule_json(await service.trigger_schedule(schedule_id)))
+    return JSONResponse(schedule_json(await service.schedules.trigger_schedule(schedule_id)))

@@ -22,7 +22,7 @@ from workly.errors import ConfigError
 from workly.ids import new_task_id
 from workly.media import header_value, is_json_type
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, NewTask, check_stop_on
-from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
+from workly.request_rules import MAX_URL_LENGTH, check_headers, check_url
 from workly.signing import check_secret
 from workly.trace_context import TraceContext, stored
 from workly.webhooks import origin_of

@@ -73,7 +73,7 @@ async def enqueue_one(
     service: Service, queue: str, task: TaskIn, idempotency_key: str | None, trace: TraceContext | None
 ) -> JSONResponse:
     """Enqueue one validated task: 201 with the task, or 200 with the one its key matched."""
-    [stored] = await service.enqueue([task.new_task(queue, service.now(), idempotency_key, trace)])
+    [stored] = await service.tasks.enqueue([task.new_task(queue, service.now(), idempotency_key, trace)])
     if not stored.created:  # the task its key matched: as stored
         return JSONResponse(rep.task_json(stored.task), status_code=200)
     return JSONResponse(rep.task_json(stored.task, task.body_fields()), status_code=201)
@@ -84,7 +84,7 @@ async def enqueue_batch(
     queue: QueuePath, batch: TaskBatchIn, service: ServiceDep, trace: TraceHeaders
 ) -> JSONResponse:
     now = service.now()
-    stored = await service.enqueue([task.new_task(queue, now, trace=trace) for task in batch.tasks])
+    stored = await service.tasks.enqueue([task.new_task(queue, now, trace=trace) for task in batch.tasks])
     return JSONResponse({"tasks": [rep.task_json(entry.task) for entry in stored]}, status_code=201)
 
 
@@ -123,7 +123,7 @@ async def _task_page(
             before = rep.decode_cursor(cursor)
         except ValueError:
             return problem(400, "The cursor is invalid: pass next_cursor from a previous page.", "bad-cursor")
-    tasks, next_seq = await service.list_tasks(queue, status, limit, before)
+    tasks, next_seq = await service.tasks.list_tasks(queue, status, limit, before)
     return JSONResponse(
         {"tasks": [rep.task_json(task) for task in tasks], "next_cursor": rep.encode_cursor(next_seq)}
     )
@@ -131,20 +131,20 @@ async def _task_page(
 
 @router.get("/tasks/{task_id}", summary="Get a task")
 async def get_task(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(rep.task_json(await service.get_task(task_id)))
+    return JSONResponse(rep.task_json(await service.tasks.get_task(task_id)))
 
 
 @router.get("/tasks/{task_id}/attempts", summary="List a task's attempts, oldest first")
 async def list_attempts(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
-    attempts = await service.list_attempts(task_id)
+    attempts = await service.tasks.list_attempts(task_id)
     return JSONResponse({"attempts": [rep.attempt_json(attempt) for attempt in attempts]})
 
 
 @router.post("/tasks/{task_id}/cancel", summary="Cancel a ready task")
 async def cancel_task(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(rep.task_json(await service.cancel_task(task_id)))
+    return JSONResponse(rep.task_json(await service.tasks.cancel_task(task_id)))
 
 
 @router.post("/tasks/{task_id}/retry", summary="Re-enqueue a failed or canceled task")
 async def retry_task(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
-    return JSONResponse(rep.task_json(await service.retry_task(task_id)))
+    return JSONResponse(rep.task_json(await service.tasks.retry_task(task_id)))

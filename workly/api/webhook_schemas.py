@@ -25,7 +25,7 @@ from workly.api.schemas import (
 from workly.body import compact_json
 from workly.ids import new_id
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, QueueConfig
-from workly.outgoing import MAX_URL_LENGTH, check_headers, check_url
+from workly.request_rules import MAX_URL_LENGTH, check_headers, check_url
 from workly.trace_context import TraceContext, stored
 from workly.webhooks import (
     MAX_EVENT_TYPE,

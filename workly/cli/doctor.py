@@ -22,7 +22,7 @@ def doctor() -> None:
     the database (reachable, migrated, vacuumed, its clock), the signing keys, the API tokens,
     the outbound policy and its files. Changes nothing."""
     from workly.config import Settings
-    from workly.service.core import open_configured_storage
+    from workly.service.assembly import open_configured_storage
     from workly.service.doctor import Finding, check_database, check_settings
 
     problems = invalid_settings()
@@ -52,7 +52,7 @@ def recount() -> None:
     from workly.cli.checks import NO_DATABASE, fail, load_settings
     from workly.database_url import redacted
     from workly.errors import ConfigError, StorageError
-    from workly.service.core import open_configured_storage
+    from workly.service.assembly import open_configured_storage
     from workly.service.doctor import recount as recount_tasks
 
     settings = load_settings()

@@ -29,8 +29,8 @@ from workly.cli.checks import (
     migrate_first,
 )
 from workly.database_url import is_sqlite, redacted
-from workly.outbound import LOOPBACK
 from workly.signing import generate_key_pair, generate_secret, public_key_of
+from workly.ssrf_guard import LOOPBACK
 
 if TYPE_CHECKING:
     from workly.config import Settings

@@ -10,7 +10,7 @@ from workly.clock import Clock
 from workly.dispatch.http import Blocked, ConnectError, HttpClient, HttpError
 from workly.dispatch.policy import DeliveryOutcome, parse_retry_after
 from workly.models import ClaimedTask
-from workly.outgoing import request_target
+from workly.request_rules import request_target
 from workly.signing import Signer
 from workly.trace_context import TraceContext, parse_trace_context
 from workly.tracing import Tracing

@@ -34,7 +34,7 @@ from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, LeaseOffer, RecordSummary
 from workly.periodic import run_every
-from workly.storage.base import Storage
+from workly.storage.contract import DispatchStore
 from workly.tracing import Tracing
 
 log = logging.getLogger("workly.dispatch")
@@ -49,7 +49,7 @@ RecordObserver = Callable[[Sequence[AttemptResult], RecordSummary], None]
 class Dispatcher:
     def __init__(
         self,
-        storage: Storage,
+        storage: DispatchStore,
         deliverer: Deliverer,
         clock: Clock,
         *,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from workly.dispatch.http import HttpClient, HttpError
 from workly.loadtest.sink import Sink
 from workly.loadtest.stats import Report, percentile
-from workly.outbound import OutboundPolicy
+from workly.ssrf_guard import OutboundPolicy
 
 # The server and the sink may be anywhere the user points them: no address is refused.
 ANYWHERE = OutboundPolicy((ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")))

@@ -1,5 +1,6 @@
-"""The application core (workly/service/core.py): what every adapter calls."""
+"""The application core (core.py) and how it is put together (assembly.py)."""
 
-from workly.service.core import Readiness, Service, migrate_database, outbound_client
+from workly.service.assembly import outbound_client
+from workly.service.core import Readiness, Service, migrate_database
 
 __all__ = ["Readiness", "Service", "migrate_database", "outbound_client"]

@@ -20,7 +20,7 @@ from workly.ids import new_task_id
 from workly.metrics import Metrics
 from workly.models import Enqueued, NewTask
 from workly.periodic import WokenJob
-from workly.storage.base import Storage
+from workly.storage.contract import CallbackStore
 
 log = logging.getLogger("workly.callbacks")
 Enqueue = Callable[[Sequence[NewTask]], Awaitable[list[Enqueued]]]
@@ -29,7 +29,7 @@ Enqueue = Callable[[Sequence[NewTask]], Awaitable[list[Enqueued]]]
 class CallbackSender:
     def __init__(
         self,
-        storage: Storage,
+        storage: CallbackStore,
         enqueue: Enqueue,
         clock: Clock,
         *,

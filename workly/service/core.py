@@ -1,10 +1,11 @@
 """The application core: one object, built from Settings, that every adapter calls.
 
-``Service`` owns the storage, the enqueuer, the dispatcher, the scheduler, the housekeeper
+``Service`` owns the storage, the enqueuer, the dispatcher, the scheduler, the upkeep
 and the metrics, and their lifecycle (``start``, ``stop``; or ``async with service.running()``).
-Each use case is one method: enqueue, the task and queue changes, the reads. The API, the
-fast enqueue path, the dashboard and the CLI only parse, authorise, call one of these and
-render; none of them touches the storage.
+Its use cases are grouped in objects it holds, one per subject: ``service.tasks``,
+``service.queues``, ``service.webhooks``, ``service.operations`` (bulk operations) and
+``service.schedules``. The API, the fast enqueue path, the dashboard and the CLI only
+parse, authorise, call one of these and render; none of them touches the storage.
 
 Every change that can make work claimable (an enqueue, a retry, a resumed or changed
 queue, tasks the reaper returned) ends in ``work_available``: it wakes this process's
@@ -16,59 +17,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
-from workly.batching import CoalescedCall
 from workly.clock import Clock, SystemClock
 from workly.config import Settings
-from workly.delivery_stats import Rollup
-from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
-from workly.dispatch.http import HttpClient, client_tls
-from workly.errors import (
-    ConfigError,
-    ServiceNotRunning,
-    StorageError,
-    TaskNotFound,
-    TooLarge,
-)
+from workly.dispatch.http import HttpClient
+from workly.errors import ConfigError, ServiceNotRunning, StorageError
 from workly.metrics import Metrics
-from workly.models import Attempt, Enqueued, NewTask, Task, TaskStatus
-from workly.service.callbacks import CallbackSender
+from workly.service.assembly import Parts, assemble, open_configured_storage, outbound_client
+from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.delivery_history import DeliveryHistory
-from workly.service.enqueuer import Enqueuer
-from workly.service.failures import FailureUseCases
-from workly.service.housekeeping import Housekeeper
-from workly.service.operations import OperationRunner
 from workly.service.queues import QueueUseCases
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
-from workly.service.webhooks import WebhookUseCases, check_not_endpoint_queue
+from workly.service.tasks import TaskUseCases
+from workly.service.webhooks import WebhookUseCases
 from workly.signing import Signer
-from workly.storage.base import Storage
-from workly.storage.factory import open_storage
-from workly.trace_context import parse_trace_context, stored
+from workly.storage.contract import Storage
 from workly.tracing import Tracing
 from workly.tracing_setup import tracing_from_environment
 
+__all__ = ["Readiness", "Service", "migrate_database", "open_configured_storage", "outbound_client"]
+
 log = logging.getLogger("workly")
 StorageOpener = Callable[[Settings], Awaitable[Storage]]
-
-
-async def open_configured_storage(settings: Settings) -> Storage:
-    """The storage WORKLY_DATABASE_URL names, with the settings' timeouts and durability."""
-    if settings.database_url is None:
-        raise ConfigError("WORKLY_DATABASE_URL is required")
-    return await open_storage(
-        settings.database_url,
-        sqlite_synchronous=settings.sqlite_synchronous,
-        db_timeout=settings.db_timeout,
-        # None when not configured: public, unless an earlier install is found elsewhere.
-        schema=settings.database_schema if "database_schema" in settings.model_fields_set else None,
-    )
 
 
 async def migrate_database(
@@ -78,30 +55,16 @@ async def migrate_database(
     applied and the schema version now."""
     storage = await storage_opener(settings)
     try:
-        return await _migrate(storage, settings), await storage.schema_version()
+        return await _migrate(storage, settings), await storage.database.schema_version()
     finally:
         await storage.close()
 
 
 async def _migrate(storage: Storage, settings: Settings) -> list[int]:
     """Apply pending migrations and tell the SQL functions this process's body limit."""
-    applied = await storage.migrate()
-    await storage.set_sql_limits(settings.max_body_bytes)
+    applied = await storage.database.migrate()
+    await storage.database.set_sql_limits(settings.max_body_bytes)
     return applied
-
-
-def outbound_client(settings: Settings) -> HttpClient:
-    """The HTTP client deliveries go through, as the WORKLY_OUTBOUND_* settings make it.
-    Raises ConfigError for a CA, certificate or key file that cannot be used."""
-    return HttpClient(
-        max_body=settings.response_snippet_bytes,
-        policy=settings.outbound_policy(),
-        ssl_context=client_tls(
-            settings.outbound_ca_file, settings.outbound_client_cert, settings.outbound_client_key
-        ),
-        proxy=settings.proxy(),
-        max_idle=max(256, settings.max_in_flight),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,29 +75,13 @@ class Readiness:
     dispatcher: str  # "ok", "down", "disabled" (an API-only process), "unknown" (no database)
 
 
-@dataclass
-class _Parts:
-    """What a started service runs on."""
-
-    storage: Storage
-    client: HttpClient
-    dispatcher: Dispatcher
-    enqueuer: Enqueuer
-    housekeeper: Housekeeper
-    history: DeliveryHistory
-    announcer: CoalescedCall
-    callbacks: CallbackSender
-    operations: OperationRunner
-    scheduler: Scheduler
-
-
-class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases):
+class Service:
     def __init__(
         self,
         settings: Settings,
         clock: Clock | None = None,
         *,
-        storage_opener: StorageOpener = open_configured_storage,
+        storage_opener: StorageOpener | None = None,
         http_client: HttpClient | None = None,
         tracing: Tracing | None = None,
     ) -> None:
@@ -147,10 +94,9 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         self.clock: Clock = clock or SystemClock()
         self.metrics = Metrics()
         self._signer = Signer(settings.signing_secrets())
-        self._open_storage = storage_opener
+        self._open_storage = storage_opener or partial(open_configured_storage, clock=self.clock)
         self._http_client = http_client
-        self._parts: _Parts | None = None
-        self._own_events: set[asyncio.Task[None]] = set()
+        self._parts: Parts | None = None
         # Made at start from the OTEL_* variables (workly/tracing.py), unless injected.
         self._given_tracing = tracing
         self.tracing: Tracing = tracing or Tracing()
@@ -178,15 +124,15 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
             if not settings.dispatch:
                 # An API-only process listens too: that is how it learns that dispatching
                 # processes exist, and so announces its changes to them.
-                await storage.listen_for_work(_nobody)
+                await storage.notifier.listen_for_work(_nobody)
             else:
                 # 0: looks at the idle poll's pace, so that arrivals never pile up.
                 sql_looks = settings.sql_poll_interval or settings.poll_interval
-                await storage.listen_for_work(parts.dispatcher.wake, sql_looks)
+                await storage.notifier.listen_for_work(parts.dispatcher.wake, sql_looks)
                 parts.dispatcher.start()
-                await parts.housekeeper.start()
+                await parts.upkeep.start()
                 parts.callbacks.start()
-                parts.operations.start()
+                parts.operation_runner.start()
                 parts.scheduler.start()
         except BaseException:
             self._parts = None
@@ -195,47 +141,11 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
             await self._stop_tracing()
             raise
 
-    def _assemble(self, storage: Storage, client: HttpClient) -> _Parts:
-        settings, clock, metrics = self.settings, self.clock, self.metrics
-        deliverer = Deliverer(
-            client, self._signer, clock, capture_limit=settings.max_body_bytes, tracing=self.tracing
-        )
-        rollup = Rollup()
-        history = DeliveryHistory(storage, clock, rollup)
-        dispatcher = Dispatcher(
-            storage, deliverer, clock,
-            max_in_flight=settings.max_in_flight,
-            poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
-            result_batch_max=settings.result_batch_max, metrics=metrics,
-            breaker_rules=settings.breaker_rules(), on_recorded=self.on_recorded, tracing=self.tracing,
-            rollup=rollup,
+    def _assemble(self, storage: Storage, client: HttpClient) -> Parts:
+        return assemble(
+            self.settings, self.clock, self.metrics, self._signer, self.tracing, storage, client,
+            work_available=self.work_available, announce_failed=_log_announce_error,
         )  # fmt: skip
-        housekeeper = Housekeeper(
-            storage, clock, reap_interval=settings.reap_interval, work_available=self.work_available,
-            vacuum_interval=settings.vacuum_interval, retention=settings.retention, metrics=metrics,
-            reindex_interval=settings.reindex_interval,
-            # A probe goes out within half a second of its cool-down ending (sooner when the
-            # cool-down itself is shorter).
-            probe_interval=min(0.5, settings.breaker_cooldown), history=history,
-        )  # fmt: skip
-        enqueuer = Enqueuer(
-            storage, clock, self.work_available, metrics=metrics,
-            dispatcher=dispatcher if settings.dispatch and settings.eager_dispatch else None,
-        )  # fmt: skip
-        return _Parts(
-            storage=storage,
-            client=client,
-            dispatcher=dispatcher,
-            enqueuer=enqueuer,
-            housekeeper=housekeeper,
-            history=history,
-            announcer=CoalescedCall(storage.announce_work, _log_announce_error),
-            callbacks=CallbackSender(storage, enqueuer.enqueue, clock, metrics=metrics),
-            operations=OperationRunner(storage, clock, self.work_available, metrics=metrics),
-            scheduler=Scheduler(
-                storage, clock, self.work_available, poll_interval=settings.poll_interval, metrics=metrics
-            ),
-        )
 
     async def stop(self) -> None:
         """Stop housekeeping, answer the enqueues in flight, give deliveries in flight
@@ -246,14 +156,14 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         try:
             # The parts stay reachable until all is drained: a commit that lands meanwhile
             # still ends in work_available, and its caller gets its answer.
-            await parts.housekeeper.stop()
+            await parts.upkeep.stop()
             await parts.scheduler.stop()  # after the firing in flight
-            await parts.operations.stop()  # after its chunk in flight; the rest resumes later
+            await parts.operation_runner.stop()  # after its chunk in flight; the rest resumes later
             await parts.callbacks.stop()  # what is still due stays marked for the next sweep
             await parts.enqueuer.drain()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
             await self._write_history(parts.history)  # the last seconds' counts
-            await self.drain_own_events()  # what the last results announce
+            await parts.own_events.drain()  # what the last results announce
             await parts.announcer.drain()  # and the wake-ups all of the above sent
         finally:
             self._parts = None
@@ -299,28 +209,11 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
     def now(self) -> datetime:
         return self.clock.now()
 
-    def _operations_wake(self) -> None:
-        """A bulk operation was created: this process's runner looks now (when it runs one)."""
-        parts = self._parts
-        if parts is not None and self.settings.dispatch:
-            parts.operations.wake()
-
-    def _scheduler_wake(self) -> None:
-        """A schedule was created or changed: this process's scheduler looks now."""
-        parts = self._parts
-        if parts is not None and self.settings.dispatch:
-            parts.scheduler.wake()
-
-    def _callbacks_wake(self) -> None:
-        parts = self._parts
-        if parts is not None:
-            parts.callbacks.wake()
-
     async def readiness(self) -> Readiness:
         """The database answers (within 2 s) and, in a dispatching process, its loop ticks."""
         parts = self._started()
         try:
-            await asyncio.wait_for(parts.storage.ping(), timeout=2)
+            await asyncio.wait_for(parts.storage.database.ping(), timeout=2)
         except Exception as exc:
             # A storage error names the driver's error it stands for (TimeoutError, OSError, …).
             cause = exc.__cause__ if isinstance(exc, StorageError) and exc.__cause__ else exc
@@ -330,16 +223,15 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         alive = parts.dispatcher.alive(self.settings.ready_stall_seconds)
         return Readiness(None, "ok" if alive else "down")
 
-    def _storage(self) -> Storage:
-        return self._started().storage
-
-    def _history(self) -> DeliveryHistory:
-        return self._started().history
-
-    def _started(self) -> _Parts:
+    def _started(self) -> Parts:
         if self._parts is None:
             raise ServiceNotRunning  # a 503: a request that came too early or too late
         return self._parts
+
+    @property
+    def storage(self) -> Storage:
+        """For tests that look beneath the service; adapters never use it."""
+        return self._started().storage
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -351,58 +243,28 @@ class Service(QueueUseCases, WebhookUseCases, FailureUseCases, ScheduleUseCases)
         """For tests that look beneath the service; adapters never use it."""
         return self._started().scheduler
 
-    # --- tasks ----------------------------------------------------------------------
-    async def enqueue(self, tasks: Sequence[NewTask]) -> list[Enqueued]:
-        """Store tasks (one request's: one, or a batch) in one transaction shared with
-        concurrent requests; TooLarge (nothing stored) if a body is over the limit."""
-        check_body_sizes(tasks, self.settings.max_body_bytes)
-        for task in tasks:
-            check_not_endpoint_queue(task.queue)
-        enqueuer = self._started().enqueuer
-        if not self.tracing.enabled:
-            return await enqueuer.enqueue(tasks)
-        # One request's tasks share its trace context: the span's, once it is made.
-        first = tasks[0]
-        attributes = {"messaging.system": "workly", "messaging.destination.name": first.queue,
-                      "messaging.batch.message_count": len(tasks)}  # fmt: skip
-        with self.tracing.enqueue("workly.enqueue", parse_trace_context(first.traceparent, first.tracestate),
-                                  attributes) as context:  # fmt: skip
-            traceparent, tracestate = stored(context)
-            return await enqueuer.enqueue(
-                [replace(task, traceparent=traceparent, tracestate=tracestate) for task in tasks]
-            )
+    # --- the use cases -----------------------------------------------------------------
+    # Each raises ServiceNotRunning (a 503) before the service has started or once it stopped.
+    @property
+    def tasks(self) -> TaskUseCases:
+        return self._started().tasks
 
-    async def get_task(self, task_id: str) -> Task:
-        task = await self._started().storage.get_task(task_id)
-        if task is None:
-            raise TaskNotFound(task_id)
-        return task
+    @property
+    def queues(self) -> QueueUseCases:
+        return self._started().queues
 
-    async def list_tasks(
-        self, queue: str | None, status: TaskStatus | None, limit: int, before_seq: int | None
-    ) -> tuple[list[Task], int | None]:
-        """A page of tasks, newest first, and the seq to continue before (None: the last page)."""
-        return await self._started().storage.list_tasks(queue, status, limit, before_seq)
+    @property
+    def webhooks(self) -> WebhookUseCases:
+        return self._started().webhooks
 
-    async def list_attempts(self, task_id: str) -> list[Attempt]:
-        return await self._started().storage.list_attempts(task_id)
+    @property
+    def operations(self) -> BulkOperationUseCases:
+        """Bulk retries and cancels (docs/failures.md)."""
+        return self._started().operations
 
-    async def cancel_task(self, task_id: str) -> Task:
-        return await self._started().storage.cancel_task(task_id, self.clock.now())
-
-    async def retry_task(self, task_id: str) -> Task:
-        task = await self._started().storage.retry_task(task_id, self.clock.now())
-        self.work_available()
-        return task
-
-
-def check_body_sizes(tasks: Sequence[NewTask], limit: int) -> None:
-    """TooLarge (413) for the first task whose body, as it would be sent, exceeds ``limit``."""
-    for index, task in enumerate(tasks):
-        size = len(task.body)
-        if size > limit:
-            where = "the task's" if len(tasks) == 1 else f"task {index}'s"
-            raise TooLarge(f"{where} body is {size:,} bytes; at most {limit:,} (WORKLY_MAX_BODY_BYTES)")
+    @property
+    def schedules(self) -> ScheduleUseCases:
+        return self._started().schedules
 
 
 def _nobody() -> None:

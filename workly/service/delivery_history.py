@@ -10,13 +10,13 @@ from datetime import timedelta
 
 from workly.clock import Clock
 from workly.delivery_stats import KEPT, MinuteStats, Rollup, Scope, minute_of, per_minute, succeeded_within
-from workly.storage.base import Storage
+from workly.storage.contract import HistoryStore
 
 log = logging.getLogger("workly.housekeeping")
 
 
 class DeliveryHistory:
-    def __init__(self, storage: Storage, clock: Clock, rollup: Rollup) -> None:
+    def __init__(self, storage: HistoryStore, clock: Clock, rollup: Rollup) -> None:
         self._storage = storage
         self._clock = clock
         self._rollup = rollup

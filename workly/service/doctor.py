@@ -17,7 +17,7 @@ from workly.config import Settings
 from workly.database_url import is_sqlite, redacted, sqlite_path
 from workly.errors import ConfigError, StorageError
 from workly.signing import PRIVATE_KEY_PREFIX, Signer
-from workly.storage.base import Storage
+from workly.storage.contract import Database, Storage, UpkeepStore
 from workly.storage.migrator import load_migrations
 
 Level = Literal["ok", "warn", "fail"]
@@ -70,7 +70,7 @@ def _tokens(settings: Settings) -> list[Finding]:
 
 
 def _outbound(settings: Settings) -> list[Finding]:
-    from workly.service.core import outbound_client
+    from workly.service.assembly import outbound_client
 
     allowed = settings.outbound_allow
     reach = f"public addresses and {allowed}" if allowed else "public addresses only (WORKLY_OUTBOUND_ALLOW)"
@@ -136,8 +136,9 @@ async def check_database(
         cause = exc.__cause__ or exc
         return [Finding("fail", "database", f"cannot reach {shown}: {type(cause).__name__}: {cause}")]
     try:
-        await storage.check_install_location()
-        return [Finding("ok", "database", f"{shown} answers"), *await _database_state(storage, settings, now)]
+        await storage.database.check_install_location()
+        state = await _database_state(storage.database, storage.upkeep, settings, now)
+        return [Finding("ok", "database", f"{shown} answers"), *state]
     except ConfigError as exc:  # what serve would refuse to start with
         return [Finding("ok", "database", f"{shown} answers"), Finding("fail", "database", str(exc))]
     except StorageError as exc:
@@ -146,8 +147,8 @@ async def check_database(
         await storage.close()
 
 
-async def _counts(storage: Storage) -> Finding:
-    miscounted = await storage.miscounted_queues()
+async def _counts(upkeep: UpkeepStore) -> Finding:
+    miscounted = await upkeep.miscounted_queues()
     if not miscounted:
         return Finding("ok", "counts", "the kept task counts agree with the tasks")
     shown = ", ".join(miscounted[:10]) + (f" and {len(miscounted) - 10} more" if len(miscounted) > 10 else "")
@@ -161,11 +162,11 @@ async def recount(settings: Settings, open_storage: Opener) -> list[str]:
     """`workly recount`: count the tasks again into the kept counts; the queues that were wrong."""
     storage = await open_storage(settings)
     try:
-        await storage.check_install_location()
-        if await storage.schema_version() < _latest(settings):
+        await storage.database.check_install_location()
+        if await storage.database.schema_version() < _latest(settings):
             raise ConfigError("the database is not migrated: `workly migrate` first")
-        miscounted = await storage.miscounted_queues()
-        await storage.recount_tasks()
+        miscounted = await storage.upkeep.miscounted_queues()
+        await storage.upkeep.recount_tasks()
         return miscounted
     finally:
         await storage.close()
@@ -180,10 +181,12 @@ def _latest(settings: Settings) -> int:
     return max(migration.version for migration in load_migrations(_dialect(settings)))
 
 
-async def _database_state(storage: Storage, settings: Settings, now: datetime | None) -> list[Finding]:
+async def _database_state(
+    database: Database, upkeep: UpkeepStore, settings: Settings, now: datetime | None
+) -> list[Finding]:
     dialect = _dialect(settings)
     latest = _latest(settings)
-    version = await storage.schema_version()
+    version = await database.schema_version()
     schema = f"schema version {version}" + (
         "" if dialect == "sqlite" else f" in schema {settings.database_schema}"
     )
@@ -193,11 +196,11 @@ async def _database_state(storage: Storage, settings: Settings, now: datetime | 
     elif version > latest:
         found = [Finding("fail", "database", f"{schema} is newer than this Workly's ({latest}): upgrade it")]
     else:
-        found = [Finding("ok", "database", f"{schema}, up to date"), await _counts(storage)]
-    if await storage.needs_vacuum():
+        found = [Finding("ok", "database", f"{schema}, up to date"), await _counts(upkeep)]
+    if await database.needs_vacuum():
         vacuum = "autovacuum is off: Workly vacuums its own tables every 10 s (WORKLY_VACUUM_INTERVAL)"
         found.append(Finding("warn", "database", f"{vacuum}, but autovacuum on is better"))
-    database_now = await storage.database_now()
+    database_now = await database.database_now()
     if database_now is not None:
         skew = abs((database_now - (now or datetime.now(UTC))).total_seconds())
         text = f"this host and the database differ by {skew:.2f} s"

@@ -8,7 +8,7 @@ directly and, on PostgreSQL, the other processes' through a coalesced NOTIFY), n
 inside the transaction.
 
 Eager dispatch: with a dispatcher in this process, each transaction takes the slots it
-offers, the storage leases what a claim would take at once (Storage.enqueue), and those
+offers, the storage leases what a claim would take at once (TaskStore.enqueue), and those
 tasks go straight to the dispatcher; only what stays ready ends in ``on_committed``.
 """
 
@@ -22,7 +22,7 @@ from workly.clock import Clock
 from workly.dispatch.dispatcher import Dispatcher
 from workly.metrics import Metrics
 from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
-from workly.storage.base import Storage
+from workly.storage.contract import TaskStore
 from workly.storage.tasks import may_lease_new
 
 log = logging.getLogger("workly.enqueue")
@@ -31,7 +31,7 @@ log = logging.getLogger("workly.enqueue")
 class Enqueuer:
     def __init__(
         self,
-        storage: Storage,
+        storage: TaskStore,
         clock: Clock,
         on_committed: Callable[[], None],
         max_requests_per_commit: int = 200,

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from workly.clock import Clock
 from workly.ids import new_id, new_task_id
 from workly.metrics import Metrics
 from workly.schedules import Fired, Firing, Schedule, plan_firing
-from workly.storage.base import FiringPlan, Storage
+from workly.storage.contract import FiringPlan
 
 log = logging.getLogger("workly.scheduler")
 BATCH = 100  # schedules fired per transaction
@@ -29,10 +30,25 @@ _HELD_ELSEWHERE = 0.05  # seconds between looks while another process fires what
 _RETRY_UNPLANNABLE = timedelta(minutes=1)
 
 
+class DueSchedules(Protocol):
+    """What firing needs of the ScheduleStore role (tests give a stand-in of these alone)."""
+
+    async def fire_due_schedules(
+        self,
+        now: datetime,
+        limit: int,
+        plan: FiringPlan,
+        new_task_id: Callable[[], str],
+        skip: Collection[str] = (),
+    ) -> list[Fired]: ...
+
+    async def next_schedule_at(self, skip: Collection[str] = ()) -> datetime | None: ...
+
+
 class Scheduler:
     def __init__(
         self,
-        storage: Storage,
+        storage: DueSchedules,
         clock: Clock,
         work_available: Callable[[], None],
         *,

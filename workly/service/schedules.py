@@ -1,23 +1,24 @@
 """Schedules' use cases (docs/schedules.md): create, change, pause, resume, trigger, delete.
 
-A part of Service (``class Service(…, ScheduleUseCases)``): the methods use its storage,
-clock, settings, metrics and work_available hook. When schedules fire is the scheduler's
-(service/scheduler.py); what a firing makes is schedules.plan_firing's.
+When schedules fire is the scheduler's (service/scheduler.py); what a firing makes is
+schedules.plan_firing's.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from workly.clock import Clock
 from workly.errors import InvalidSchedule, ScheduleNotFound, TooLarge
 from workly.ids import new_id, new_task_id
+from workly.metrics import Metrics
 from workly.schedules import Schedule, ScheduleSpec, first_run, next_run, plan_firing
-from workly.service.part import ServicePart
 from workly.service.webhooks import check_not_endpoint_queue
+from workly.storage.contract import ScheduleStore
 
 _SPEC_FIELDS = frozenset({"name", "cron", "timezone", "task", "event", "queue", "paused", "catch_up"})
 _TEMPLATE_FIELDS = frozenset({"task", "event", "queue"})
@@ -25,29 +26,44 @@ _TEMPLATE_FIELDS = frozenset({"task", "event", "queue"})
 _TIMING_FIELDS = ("cron", "timezone", "paused")
 
 
-class ScheduleUseCases(ServicePart):
-    def _scheduler_wake(self) -> None:
-        raise NotImplementedError
+class ScheduleUseCases:
+    def __init__(
+        self,
+        schedules: ScheduleStore,
+        clock: Clock,
+        metrics: Metrics,
+        work_available: Callable[[], None],
+        wake_scheduler: Callable[[], None],
+        *,
+        max_body_bytes: int,
+    ) -> None:
+        """``wake_scheduler``: this process's scheduler looks now (when it runs one)."""
+        self._schedules = schedules
+        self._clock = clock
+        self._metrics = metrics
+        self._work_available = work_available
+        self._wake_scheduler = wake_scheduler
+        self._max_body_bytes = max_body_bytes
 
     async def create_schedule(self, spec: ScheduleSpec) -> Schedule:
         """Store a schedule; it fires first at its first fire time after now (unless paused).
         The cron and time zone are checked by the caller (api/schedule_schemas.py)."""
         self._check(spec)
-        now = self.now()
+        now = self._clock.now()
         # Off the event loop: telling that a cron never fires walks up to a century.
         await asyncio.to_thread(next_run, spec, now)
-        schedule = await self._storage().create_schedule(new_id("sch"), spec, first_run(spec, now), now)
-        self._scheduler_wake()
+        schedule = await self._schedules.create_schedule(new_id("sch"), spec, first_run(spec, now), now)
+        self._wake_scheduler()
         return schedule
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
-        schedule = await self._storage().get_schedule(schedule_id)
+        schedule = await self._schedules.get_schedule(schedule_id)
         if schedule is None:
             raise ScheduleNotFound(schedule_id)
         return schedule
 
     async def list_schedules(self, limit: int, before_seq: int | None) -> tuple[list[Schedule], int | None]:
-        return await self._storage().list_schedules(limit, before_seq)
+        return await self._schedules.list_schedules(limit, before_seq)
 
     async def update_schedule(self, schedule_id: str, changes: Mapping[str, Any]) -> Schedule:
         """Change some fields, atomically against firings. ``task`` (a template whose queue is
@@ -56,7 +72,7 @@ class ScheduleUseCases(ServicePart):
         state moves the next run to the first fire time from now."""
         unknown = set(changes) - _SPEC_FIELDS
         assert not unknown, f"not schedule fields: {unknown}"
-        now = self.now()
+        now = self._clock.now()
         if {"cron", "timezone"} & changes.keys():
             # Refused before the transaction, off the event loop, paused or not: telling that a
             # cron never fires walks up to a century.
@@ -73,8 +89,8 @@ class ScheduleUseCases(ServicePart):
                 return spec, current.next_run_at
             return spec, first_run(spec, now)
 
-        schedule = await self._storage().update_schedule(schedule_id, change, now)
-        self._scheduler_wake()
+        schedule = await self._schedules.update_schedule(schedule_id, change, now)
+        self._wake_scheduler()
         return schedule
 
     async def pause_schedule(self, schedule_id: str) -> Schedule:
@@ -85,21 +101,21 @@ class ScheduleUseCases(ServicePart):
 
     async def delete_schedule(self, schedule_id: str) -> None:
         """Delete it; the tasks and events it made stay."""
-        await self._storage().delete_schedule(schedule_id)
+        await self._schedules.delete_schedule(schedule_id)
 
     async def trigger_schedule(self, schedule_id: str) -> Schedule:
         """Fire once now (paused or not), its next run unchanged; the schedule afterwards
         (``last_task_id`` or ``last_event_id`` names what the firing made)."""
-        now = self.now()
-        made, schedule = await self._storage().trigger_schedule(
+        now = self._clock.now()
+        made, schedule = await self._schedules.trigger_schedule(
             schedule_id,
             now,
             lambda current: plan_firing(current, now, new_task_id(), new_id("evt"), trigger=True),
             new_task_id,
         )
-        self.metrics.schedule_firings.labels("triggered" if made.created else "duplicate").inc()
+        self._metrics.schedule_firings.labels("triggered" if made.created else "duplicate").inc()
         if made.created:
-            self.work_available()
+            self._work_available()
         return schedule
 
     def _check(self, spec: ScheduleSpec) -> None:
@@ -107,7 +123,7 @@ class ScheduleUseCases(ServicePart):
         endpoint's queue."""
         if (spec.task is None) == (spec.event is None):
             raise InvalidSchedule("a schedule makes either a task or an event: give exactly one of them")
-        limit = self.settings.max_body_bytes
+        limit = self._max_body_bytes
         if spec.task is not None:
             check_not_endpoint_queue(spec.task.queue)
             size, what = len(spec.task.body), "the task's body"

@@ -1,4 +1,5 @@
-"""Storage: one contract (base.py: ``Storage``), one backend per database (sqlite.py,
-postgres.py), named SQL per dialect (sql/), opened by factory.py from a database URL.
+"""Storage: the contract (contract/: narrow roles, and ``Storage``, what a backend opens),
+one package per database (sqlite/, postgres/: a module per role, named SQL in sql/),
+opened by factory.py from a database URL.
 
 Nothing is imported here, so importing one storage module never imports the others."""

@@ -1,8 +1,8 @@
-"""Named SQL blocks, per dialect (``sql/<dialect>.sql``, ``sql/<dialect>_webhooks.sql`` for
-the webhook platform, ``sql/<dialect>_operations.sql`` for bulk operations and callbacks,
-``sql/<dialect>_schedules.sql`` for schedules, ``sql/<dialect>_stats.sql`` for the counts
-and charts),
-loaded once, looked up by typed names and bound by parameter name.
+"""Named SQL blocks, per dialect (``<dialect>/sql/core.sql`` for tasks, queues, claims and
+migrations, ``webhooks.sql`` for the webhook platform, ``operations.sql`` for bulk
+operations and callbacks, ``schedules.sql`` for schedules, ``stats.sql`` for the counts
+and charts; the same file names and query names in ``postgres/`` and ``sqlite/``), loaded
+once, looked up by typed names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
 Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
@@ -225,8 +225,8 @@ class SqliteQueries(CommonQueries):
 
 
 Q = TypeVar("Q", bound=CommonQueries)
-# Each dialect's queries come in files by concern: sql/<dialect><part>.sql.
-_PARTS = ("", "_webhooks", "_operations", "_schedules", "_stats")
+# Each dialect's queries come in files by concern: <dialect>/sql/<part>.sql.
+_PARTS = ("core", "webhooks", "operations", "schedules", "stats")
 
 
 def parse_blocks(text: str) -> dict[str, str]:
@@ -264,17 +264,17 @@ def compile_query(name: str, text: str, dialect: Dialect) -> Query:
 
 
 def _load(kind: type[Q], dialect: Dialect) -> Q:
-    folder = resources.files("workly.storage").joinpath("sql")
+    folder = resources.files(f"workly.storage.{dialect}").joinpath("sql")
     blocks: dict[str, str] = {}
     for part in _PARTS:
-        for name, sql in parse_blocks(folder.joinpath(f"{dialect}{part}.sql").read_text("utf-8")).items():
+        for name, sql in parse_blocks(folder.joinpath(f"{part}.sql").read_text("utf-8")).items():
             if name in blocks:
                 raise ValueError(f"query {name!r} is defined twice")
             blocks[name] = sql
     wanted = {f.name for f in fields(kind)}
     if blocks.keys() != wanted:
         missing, unknown = sorted(wanted - blocks.keys()), sorted(blocks.keys() - wanted)
-        raise RuntimeError(f"{dialect}.sql: missing queries {missing}, unknown queries {unknown}")
+        raise RuntimeError(f"{dialect}/sql: missing queries {missing}, unknown queries {unknown}")
     return kind(**{name: compile_query(name, sql, dialect) for name, sql in blocks.items()})
 
 

@@ -1,9 +1,9 @@
 """The dashboard's bulk operations (docs/failures.md): the "Retry all failed" buttons of a
 queue and of an endpoint, an operation's page with its progress, and the list of operations.
 
-A button only asks for the operation (``service.create_operation``, as POST /v1/operations
+A button only asks for the operation (``service.operations.create_operation``, as POST /v1/operations
 does) and goes to its page: the work runs in the background, in whichever process runs the
-dispatcher (service/operations.py), so the page shows progress as it is committed and
+dispatcher (service/operation_runner.py), so the page shows progress as it is committed and
 reloads itself while the operation runs. Forms are guarded like every dashboard form
 (access.require_same_origin, and the app's outer guards).
 """
@@ -50,7 +50,7 @@ router = APIRouter(
 
 @router.get("/operations")
 async def operation_list(request: Request, service: ServiceDep, cursor: str | None = None) -> HTMLResponse:
-    operations, next_seq = await service.list_operations(PAGE_SIZE, page_start(cursor))
+    operations, next_seq = await service.operations.list_operations(PAGE_SIZE, page_start(cursor))
     return render(
         request, "operations.html", operations=[_shown(o) for o in operations], labels=FILTER_LABELS,
         older=older_link("/ui/operations", {}, next_seq),
@@ -65,7 +65,7 @@ async def operation_page(
     try:
         if not could_be_id(operation_id):
             raise NotFoundError(operation_id)
-        operation = await service.get_operation(operation_id)
+        operation = await service.operations.get_operation(operation_id)
     except NotFoundError:
         return error(request, 404, "There is no such operation.")
     return render(
@@ -94,7 +94,7 @@ async def retry_failed_in_queue(request: Request, queue: str, service: ServiceDe
     if not is_queue_name(queue):
         return error(request, 404, "There is no such queue.")
     try:
-        found = await service.get_queue(queue)
+        found = await service.queues.get_queue(queue)
     except NotFoundError:
         return error(request, 404, "There is no such queue.")
     return await _retry_failed(service, TaskFilter(queue=found.name, status="failed"))
@@ -105,13 +105,13 @@ async def retry_failed_of_endpoint(request: Request, endpoint_id: str, service: 
     try:
         if not could_be_id(endpoint_id):
             raise NotFoundError(endpoint_id)
-        endpoint = await service.get_endpoint(endpoint_id)
+        endpoint = await service.webhooks.get_endpoint(endpoint_id)
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
     return await _retry_failed(service, TaskFilter(endpoint_id=endpoint.id, status="failed"))
 
 
 async def _retry_failed(service: Service, task_filter: TaskFilter) -> Response:
-    operation = await service.create_operation("retry", task_filter)
+    operation = await service.operations.create_operation("retry", task_filter)
     # Where to: a path made here from the new id, never one the request names.
     return back(f"/ui/operations/{operation.id}", "started")

@@ -81,8 +81,8 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
 
 @pages.get("")
 async def overview(request: Request, service: ServiceDep, done: str | None = None) -> HTMLResponse:
-    queues = await service.list_queues()
-    delivered = await service.delivered_in_last(THROUGHPUT_WINDOW)
+    queues = await service.queues.list_queues()
+    delivered = await service.queues.delivered_in_last(THROUGHPUT_WINDOW)
     # An endpoint's queue is shown with the rest; it is enabled or disabled on its endpoint's page.
     endpoints = {q.name for q in queues if q.name.startswith(ENDPOINT_PREFIX)}
     return render(
@@ -99,8 +99,8 @@ async def queue_page(
     try:
         if not is_queue_name(name):
             raise NotFoundError(name)
-        queue = await service.get_queue(name)
-        minutes = await service.delivery_history("queue", queue.name)
+        queue = await service.queues.get_queue(name)
+        minutes = await service.queues.delivery_history("queue", queue.name)
     except NotFoundError:
         return error(request, 404, "There is no such queue: it may have been deleted.")
     return render(
@@ -119,13 +119,15 @@ async def task_list(
     cursor: str | None = None,
 ) -> HTMLResponse:
     # Filters come from the page's own form and links: anything else lists every task.
-    queues = await service.list_queues()
+    queues = await service.queues.list_queues()
     names = [q.name for q in queues]
     chosen_queue = queue if queue in names else None
     # A queue's page (this list, filtered to it) offers "Retry all failed" while it has any.
     failed = next((q.counts.get("failed", 0) for q in queues if q.name == chosen_queue), 0)
     chosen_status: TaskStatus | None = next((s for s in TASK_STATUSES if s == status), None)
-    tasks, next_seq = await service.list_tasks(chosen_queue, chosen_status, PAGE_SIZE, page_start(cursor))
+    tasks, next_seq = await service.tasks.list_tasks(
+        chosen_queue, chosen_status, PAGE_SIZE, page_start(cursor)
+    )
     older = older_link("/ui/tasks", {"queue": chosen_queue, "status": chosen_status}, next_seq)
     return render(
         request, "tasks.html", tasks=[rep.task_json(t) for t in tasks], queues=names, statuses=TASK_STATUSES,
@@ -140,8 +142,8 @@ async def task_page(
     try:
         if not could_be_id(task_id):
             raise NotFoundError(task_id)
-        task = await service.get_task(task_id)
-        attempts = await service.list_attempts(task_id)
+        task = await service.tasks.get_task(task_id)
+        attempts = await service.tasks.list_attempts(task_id)
     except NotFoundError:
         return error(request, 404, "There is no such task: it may have been deleted by retention.")
     return render(
@@ -166,7 +168,7 @@ async def cancel(request: Request, task_id: str, service: ServiceDep) -> Respons
 async def _change_task(request: Request, service: Service, task_id: str, done: str) -> Response:
     if not could_be_id(task_id):
         return error(request, 404, "There is no such task.")
-    change = service.retry_task if done == "retried" else service.cancel_task
+    change = service.tasks.retry_task if done == "retried" else service.tasks.cancel_task
     try:
         await change(task_id)
     except (NotFoundError, ConflictError) as exc:
@@ -193,7 +195,7 @@ async def _set_paused(
     if not is_queue_name(queue):
         return error(request, 404, "There is no such queue.")
     try:
-        await (service.pause_queue if paused else service.resume_queue)(queue)
+        await (service.queues.pause_queue if paused else service.queues.resume_queue)(queue)
     except (NotFoundError, ConflictError) as exc:  # ConflictError: an endpoint's queue (enable it)
         return error(request, 404 if isinstance(exc, NotFoundError) else 409, str(exc))
     # Where to: the queue's page by its checked name, quoted, never a path the request names.

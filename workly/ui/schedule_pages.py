@@ -46,7 +46,7 @@ router = APIRouter(
 async def schedule_list(
     request: Request, service: ServiceDep, cursor: str | None = None, done: str | None = None
 ) -> HTMLResponse:
-    schedules, next_seq = await service.list_schedules(PAGE_SIZE, page_start(cursor))
+    schedules, next_seq = await service.schedules.list_schedules(PAGE_SIZE, page_start(cursor))
     return render(
         request, "schedules.html", schedules=[schedule_json(s) for s in schedules],
         older=older_link(LIST_PATH, {}, next_seq), done=_DONE.get(done or ""),
@@ -60,7 +60,7 @@ async def schedule_page(
     try:
         if not could_be_id(schedule_id):
             raise NotFoundError(schedule_id)
-        schedule = await service.get_schedule(schedule_id)
+        schedule = await service.schedules.get_schedule(schedule_id)
     except NotFoundError:
         return error(request, 404, _MISSING)
     return render(request, "schedule.html", schedule=schedule_json(schedule), done=_DONE.get(done or ""))
@@ -73,22 +73,22 @@ async def schedule_page(
 
 @router.post("/schedules/{schedule_id}/pause")
 async def pause(request: Request, schedule_id: str, service: ServiceDep) -> Response:
-    return await _press(request, schedule_id, service.pause_schedule, "paused")
+    return await _press(request, schedule_id, service.schedules.pause_schedule, "paused")
 
 
 @router.post("/schedules/{schedule_id}/resume")
 async def resume(request: Request, schedule_id: str, service: ServiceDep) -> Response:
-    return await _press(request, schedule_id, service.resume_schedule, "resumed")
+    return await _press(request, schedule_id, service.schedules.resume_schedule, "resumed")
 
 
 @router.post("/schedules/{schedule_id}/trigger")
 async def trigger(request: Request, schedule_id: str, service: ServiceDep) -> Response:
-    return await _press(request, schedule_id, service.trigger_schedule, "triggered")
+    return await _press(request, schedule_id, service.schedules.trigger_schedule, "triggered")
 
 
 @router.post("/schedules/{schedule_id}/delete")
 async def delete(request: Request, schedule_id: str, service: ServiceDep) -> Response:
-    return await _press(request, schedule_id, service.delete_schedule, "deleted")
+    return await _press(request, schedule_id, service.schedules.delete_schedule, "deleted")
 
 
 async def _press(

@@ -58,7 +58,7 @@ async def endpoint_list(
     done: str | None = None,
 ) -> HTMLResponse:
     chosen_tenant = _filter_text(tenant)
-    endpoints, next_seq = await service.list_endpoints(chosen_tenant, PAGE_SIZE, page_start(cursor))
+    endpoints, next_seq = await service.webhooks.list_endpoints(chosen_tenant, PAGE_SIZE, page_start(cursor))
     return render(
         request, "endpoints.html", endpoints=[endpoint_json(e) for e in endpoints], tenant=chosen_tenant,
         older=older_link("/ui/endpoints", {"tenant": chosen_tenant}, next_seq),
@@ -80,14 +80,14 @@ async def endpoint_page(
     try:
         if not could_be_id(endpoint_id):
             raise NotFoundError(endpoint_id)
-        endpoint = await service.get_endpoint(endpoint_id)
-        tasks, next_seq = await service.list_endpoint_tasks(
+        endpoint = await service.webhooks.get_endpoint(endpoint_id)
+        tasks, next_seq = await service.webhooks.list_endpoint_tasks(
             endpoint_id, chosen_status, PAGE_SIZE, page_start(cursor)
         )
         # Its delivery tasks are its queue's (named by its id): the counts say whether the page
         # offers "Retry all failed" (operation_pages.py).
-        failed = (await service.get_queue(endpoint.id)).counts.get("failed", 0)
-        minutes = await service.delivery_history("endpoint", endpoint.id)
+        failed = (await service.queues.get_queue(endpoint.id)).counts.get("failed", 0)
+        minutes = await service.queues.delivery_history("endpoint", endpoint.id)
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
     path = f"/ui/endpoints/{endpoint.id}"
@@ -118,7 +118,9 @@ async def _set_enabled(
     if not could_be_id(endpoint_id):
         return error(request, 404, "There is no such endpoint.")
     try:
-        endpoint = await (service.enable_endpoint if enabled else service.disable_endpoint)(endpoint_id)
+        endpoint = await (service.webhooks.enable_endpoint if enabled else service.webhooks.disable_endpoint)(
+            endpoint_id
+        )
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
     # Where to: a path made here from the stored id, never one the request names.
@@ -143,7 +145,9 @@ async def event_list(
     # Filters come from the page's own form: one that could match no event lists every event.
     chosen_type = type if type and _is_event_type(type) else None
     chosen_tenant = _filter_text(tenant)
-    events, next_seq = await service.list_events(chosen_type, chosen_tenant, PAGE_SIZE, page_start(cursor))
+    events, next_seq = await service.webhooks.list_events(
+        chosen_type, chosen_tenant, PAGE_SIZE, page_start(cursor)
+    )
     filters = {"type": chosen_type, "tenant": chosen_tenant}
     return render(
         request, "events.html", events=[_event_row(e) for e in events], type=chosen_type,
@@ -156,7 +160,7 @@ async def event_page(request: Request, event_id: str, service: ServiceDep) -> HT
     try:
         if not could_be_id(event_id):
             raise NotFoundError(event_id)
-        event = await service.get_event(event_id)
+        event = await service.webhooks.get_event(event_id)
     except NotFoundError:
         return error(request, 404, "There is no such event: it may have been deleted by retention.")
     shown = event_json(event)

@@ -10,7 +10,7 @@ decompresses nothing, reads at most ``max_body`` bytes of a response (a longer o
 its connection instead of being drained) and at most 64 KiB of response headers.
 
 - Addresses: it resolves the host once and checks every address against the outbound
-  policy (workly/outbound.py), then connects only to those, Happy Eyeballs style
+  policy (workly/ssrf_guard.py), then connects only to those, Happy Eyeballs style
   (connect.py). Through an egress proxy it still refuses an IP literal or a name it can
   resolve to a refused address; what only the proxy can resolve, the proxy must judge.
 - Proxy: https receivers through a CONNECT tunnel (TLS end to end with the receiver),
@@ -36,8 +36,8 @@ from workly.dispatch.http.connection import Connection, HttpResponse
 from workly.dispatch.http.errors import Blocked, ConnectError, ProtocolError, ProxyRefused
 from workly.dispatch.http.pool import IdlePool, Origin
 from workly.dispatch.http.request import encode_request
-from workly.outbound import BlockedTarget, OutboundPolicy, Proxy
-from workly.outgoing import request_target
+from workly.request_rules import request_target
+from workly.ssrf_guard import BlockedTarget, OutboundPolicy, Proxy
 
 # host, port → the addresses it resolves to, in the order to try them.
 Resolver = Callable[[str, int], Awaitable[list[str]]]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from yarl import URL
 
-from workly.outgoing import CONNECTION_HEADERS
+from workly.request_rules import CONNECTION_HEADERS
 
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 

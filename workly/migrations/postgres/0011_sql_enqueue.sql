@@ -15,7 +15,7 @@
 -- Every helper is called with arguments of exactly its parameters' types (literals cast): an
 -- overload someone adds in the schema cannot match a call better.
 --
--- The rules mirror workly/outgoing.py, workly/api/schemas.py, workly/api/webhook_schemas.py
+-- The rules mirror workly/request_rules.py, workly/api/schemas.py, workly/api/webhook_schemas.py
 -- and workly/webhooks.py; tests/sql/test_parity.py and test_event_parity.py hold them to the
 -- API's, input by input.
 
@@ -184,7 +184,7 @@ BEGIN
 END
 $$;
 
--- workly/outgoing.py's check_url; returns the URL's origin (scheme://host:port), the key of
+-- workly/request_rules.py's check_url; returns the URL's origin (scheme://host:port), the key of
 -- a plain task's circuit breaker (workly/webhooks.py's origin_of). One difference: a host
 -- name with non-ASCII characters must be written in punycode here (the API encodes it).
 CREATE FUNCTION @schema@.workly_check_url(field text, url text) RETURNS text
@@ -267,7 +267,7 @@ BEGIN
 END
 $$;
 
--- workly/outgoing.py's check_headers.
+-- workly/request_rules.py's check_headers.
 CREATE FUNCTION @schema@.workly_check_headers(headers jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,0 +1,46 @@
+"""Bulk operations' use cases (docs/failures.md): asking for, and reading, bulk retries and
+cancels. The operation runner (service/operation_runner.py) carries them out in the
+background; retry policies are the dispatcher's (dispatch/policy.py) and callbacks the
+sender's (service/callbacks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from workly.clock import Clock
+from workly.errors import InvalidOperation, OperationNotFound
+from workly.ids import new_id
+from workly.operations import ACTIONS, Action, Operation, TaskFilter
+from workly.storage.contract import OperationStore
+
+
+class BulkOperationUseCases:
+    def __init__(self, operations: OperationStore, clock: Clock, wake_runner: Callable[[], None]) -> None:
+        """``wake_runner``: this process's operation runner looks now (when it runs one)."""
+        self._operations = operations
+        self._clock = clock
+        self._wake_runner = wake_runner
+
+    async def create_operation(self, action: Action, task_filter: TaskFilter) -> Operation:
+        """Store a bulk retry or cancel of the tasks ``task_filter`` matches now; it runs in
+        the background (progress: get_operation). A filter must name at least one field:
+        an operation on every task is never what was meant."""
+        if action not in ACTIONS:
+            raise InvalidOperation(f"action must be one of {', '.join(ACTIONS)}")
+        if task_filter.is_empty():
+            raise InvalidOperation("the filter must name at least one field (queue, status, …)")
+        operation = await self._operations.create_operation(
+            new_id("op"), action, task_filter, self._clock.now()
+        )
+        self._wake_runner()
+        return operation
+
+    async def get_operation(self, operation_id: str) -> Operation:
+        operation = await self._operations.get_operation(operation_id)
+        if operation is None:
+            raise OperationNotFound(operation_id)
+        return operation
+
+    async def list_operations(self, limit: int, before_seq: int | None) -> tuple[list[Operation], int | None]:
+        return await self._operations.list_operations(limit, before_seq)

@@ -1,0 +1,91 @@
+"""The PostgreSQL database itself (Database): migrations under a lock, where the install is,
+reachability, the server's clock, and the SQL functions' body limit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workly.errors import ConfigError
+from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
+from workly.storage.migrator import pending
+from workly.storage.postgres.indexes import REINDEX_APPLICATION
+from workly.storage.postgres.statements import Connection, Connections, execute, fetchval
+
+MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
+
+
+@raises_workly_errors(interpret_postgres_error)
+class PostgresDatabase:
+    def __init__(self, db: Connections, schema_given: bool) -> None:
+        """``schema_given``: WORKLY_DATABASE_SCHEMA was configured (else an install found in
+        another schema is refused, not silently started afresh in public)."""
+        self._pool = db.pool
+        self._q = db.q
+        self._schema = db.schema
+        self._schema_given = schema_given
+
+    async def ping(self) -> None:
+        await self._pool.fetchval(self._q.ping.sql, timeout=2)
+
+    async def needs_vacuum(self) -> bool:
+        return not await fetchval(self._pool, self._q.autovacuum_enabled)
+
+    async def database_now(self) -> datetime:
+        now: datetime = await fetchval(self._pool, self._q.database_now)
+        return now
+
+    async def set_sql_limits(self, max_body_bytes: int) -> None:
+        await execute(self._pool, self._q.set_sql_limits, max_body_bytes=max_body_bytes)
+
+    async def migrate(self) -> list[int]:
+        applied = []
+        # READ COMMITTED whatever the server's default: a migration that counts a table
+        # after locking it (0014) must see the writes committed while it waited.
+        async with self._pool.acquire() as conn, conn.transaction(isolation="read_committed"):
+            # Not bounded by the statement timeout: waiting for another process's migration,
+            # or building an index over a large table, may rightly take minutes.
+            await execute(conn, self._q.lock_migrations, max_seconds=MIGRATION_TIMEOUT)
+            # The migrations' string literals are written with it on, whatever the role or
+            # the database set.
+            await conn.execute("SET LOCAL standard_conforming_strings = on")
+            if not self._schema_given:
+                await self._refuse_an_install_elsewhere(conn)
+            if not await fetchval(conn, self._q.schema_exists, name=self._schema):
+                await conn.execute(f'CREATE SCHEMA "{self._schema}"')  # a checked name
+            await execute(conn, self._q.create_schema_version)
+            current = await fetchval(conn, self._q.get_schema_version)
+            todo = list(pending("postgres", current))
+            if todo:
+                # An index rebuild (indexes.py) holds a lock on its table that a migration's
+                # DDL would wait for, with every enqueue and claim queued behind the DDL:
+                # stop it; the next check starts again, after the migration.
+                await execute(conn, self._q.cancel_index_rebuilds, application=REINDEX_APPLICATION)
+            for migration in todo:
+                if not migration.is_empty:
+                    await conn.execute(migration.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
+                await execute(conn, self._q.set_schema_version, version=migration.version)
+                applied.append(migration.version)
+        return applied
+
+    async def check_install_location(self) -> None:
+        if not self._schema_given:
+            async with self._pool.acquire() as conn:
+                await self._refuse_an_install_elsewhere(conn)
+
+    async def _refuse_an_install_elsewhere(self, conn: Connection) -> None:
+        """With no schema configured, an install may be in another schema (where a search_path
+        put it before the schema was a setting): starting afresh in public would hide its tasks."""
+        found = await fetchval(conn, self._q.earlier_install_elsewhere)
+        if found is not None:
+            raise ConfigError(
+                f"Workly's tables are in schema {found!r} and none are in public: set "
+                f"WORKLY_DATABASE_SCHEMA={found} to use them (Workly no longer follows the search_path), "
+                "or WORKLY_DATABASE_SCHEMA=public to start another install in public"
+            )
+
+    async def schema_version(self) -> int:
+        async with self._pool.acquire() as conn:
+            if not await fetchval(conn, self._q.schema_version_exists):
+                return 0  # nothing installed: said without creating anything
+            version: int = await fetchval(conn, self._q.get_schema_version)
+            return version

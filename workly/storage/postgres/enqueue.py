@@ -1,0 +1,121 @@
+"""PostgreSQL's enqueue: one statement that creates missing queues and inserts the tasks in
+order (sql/core.sql enqueue_tasks); with a LeaseOffer, one that also inserts leased what a
+claim would take at once (enqueue_tasks_leasing, eager dispatch).
+
+``enqueue_on`` runs on a connection it is given: the task store's enqueue in a transaction
+of its own, schedules' firings inside theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from workly.breaker import HELD_UNTIL
+from workly.json_text import to_json
+from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
+from workly.storage import rows
+from workly.storage.postgres.statements import DECODERS as _DECODERS
+from workly.storage.postgres.statements import Connection
+from workly.storage.postgres.statements import fetch as _fetch
+from workly.storage.postgres.statements import fetchrow as _fetchrow
+from workly.storage.queries import PostgresQueries
+from workly.storage.tasks import enqueue_results, idempotency_keys, may_lease_new, with_leases
+
+
+async def enqueue_on(
+    conn: Connection,
+    q: PostgresQueries,
+    tasks: Sequence[NewTask],
+    now: datetime,
+    offer: LeaseOffer | None = None,
+) -> list[Enqueued]:
+    """The enqueue's statements on ``conn`` (in the caller's transaction, if it has one)."""
+    lease = _lease_params(tasks, now, offer)
+    if offer is None or lease is None:
+        created = await _fetch(conn, q.enqueue_tasks, now=now, **task_columns(tasks))
+        leased = []
+    else:
+        created = await _fetch(conn, q.enqueue_tasks_leasing, now=now, **task_columns(tasks), **lease)
+        leased = _leased(created, offer.lease_token)
+    # Tasks of a queue another transaction created meanwhile: read as stored.
+    for index, row in enumerate(created):
+        if row["max_attempts"] is None:
+            reread = await _fetchrow(conn, q.get_task, id=row["id"])
+            assert reread is not None, "inserted in this statement"
+            created[index] = reread
+    existing = []
+    if len(created) < len(tasks):
+        # Stored by an earlier try of this same request (committed, not answered).
+        inserted = {row["id"] for row in created}
+        skipped = [t.id for t in tasks if t.id not in inserted]
+        created.extend(await _fetch(conn, q.get_tasks_by_ids, ids=skipped))
+        keys = idempotency_keys(tasks)
+        existing = await _fetch(
+            conn,
+            q.get_tasks_by_idempotency_keys,
+            queues=[queue for queue, _ in keys],
+            keys=[key for _, key in keys],
+        )
+    stored = enqueue_results(
+        tasks,
+        {row["id"]: rows.task_from_row(row, _DECODERS) for row in created},
+        {(row["queue"], row["idempotency_key"]): rows.task_from_row(row, _DECODERS) for row in existing},
+    )
+    return with_leases(stored, leased)
+
+
+def _lease_params(tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None) -> dict[str, Any] | None:
+    """enqueue_tasks_leasing's eager dispatch parameters; None: nothing to lease (no offer,
+    no task a claim would take at once) or a batch with an idempotency key (the statement
+    says why)."""
+    if offer is None or any(t.idempotency_key is not None for t in tasks):
+        return None
+    queues = sorted({t.queue for t in tasks if may_lease_new(t, now)})
+    if not queues:
+        return None
+    return {
+        "lease_queues": queues, "limit": offer.slots, "lease_token": offer.lease_token,
+        "lease_margin": offer.lease_margin,
+    }  # fmt: skip
+
+
+def _leased(created: list[asyncpg.Record], lease_token: str) -> list[ClaimedTask]:
+    """The tasks enqueue_tasks_leasing inserted leased, in the order a claim takes them."""
+    found = sorted((row for row in created if row["leased"]), key=lambda row: (-row["priority"], row["seq"]))
+    return [rows.claimed_from_row(row, _DECODERS, lease_token) for row in found]
+
+
+def task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
+    """The tasks as one array per column: enqueue_tasks unnests them in one statement."""
+    return {
+        "ids": [t.id for t in tasks],
+        "queues": [t.queue for t in tasks],
+        "urls": [t.url for t in tasks],
+        "methods": [t.method for t in tasks],
+        "headers": [to_json(t.headers) for t in tasks],
+        "bodies": [t.body for t in tasks],
+        "run_ats": [t.run_at for t in tasks],
+        "priorities": [t.priority for t in tasks],
+        "keys": [t.key for t in tasks],
+        "tenants": [t.tenant for t in tasks],
+        "idempotency_keys": [t.idempotency_key for t in tasks],
+        "max_attempts": [t.max_attempts for t in tasks],
+        "timeouts": [t.timeout for t in tasks],
+        "event_ids": [t.event_id for t in tasks],
+        "endpoint_ids": [t.endpoint_id for t in tasks],
+        "breakers": [t.breaker for t in tasks],
+        "stop_ons": [rows.stop_on_text(t.stop_on) for t in tasks],
+        "deadlines": [t.deadline for t in tasks],
+        "min_backoffs": [t.min_backoff for t in tasks],
+        "max_backoffs": [t.max_backoff for t in tasks],
+        "callback_urls": [t.callback_url for t in tasks],
+        "failure_callback_urls": [t.failure_callback_url for t in tasks],
+        "callback_ofs": [t.callback_of for t in tasks],
+        "traceparents": [t.traceparent for t in tasks],
+        "tracestates": [t.tracestate for t in tasks],
+        "held_until": HELD_UNTIL,
+    }
