@@ -2,12 +2,16 @@
 both running their scheduler. A ``* * * * *`` schedule fires at the next minute: each
 firing is delivered once (not once per process), within a second of its fire time.
 
-The test waits for the next minute on the real clock (up to a minute; the in-process tests
-in tests/schedules/ use a shifted clock instead)."""
+The processes run on a shifted wall clock (libfaketime, preloaded, reading its offset from a
+file: the same in both, their monotonic clock left alone). Once both are up, the offset is set
+to bring their clock a few seconds before a minute, so the test waits seconds instead of up to
+a minute. Workly reads the time from its own clock only (the database is given ``now``), so
+the shift reaches every time it stores."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from libfaketime import get_reload_information
 
 from tests.e2e.conftest import drop_workly_env, serve_args
 from tests.support.receiver import Receiver
@@ -25,20 +30,37 @@ SCHEDULES = 4
 # Within a second of the fire time: the scheduler sleeps until it, the task is due at it,
 # and the dispatchers are woken when it is stored.
 ON_TIME = 1.0
+# Seconds of the processes' clock from the shift to the minute: the schedules' creation fits.
+LEAD = 5.0
+
+
+def shift_to_before_a_minute(lead: float) -> float:
+    """Seconds to add to the wall clock so that it reads ``lead`` seconds before a minute."""
+    now = time.time()
+    return (60 - lead) - now % 60 + (60 if now % 60 > 60 - lead else 0)
 
 
 @pytest.fixture
 def two_processes(
     pg_fresh_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[str, str]]:
-    env = {"WORKLY_SIGNING_SECRET": TEST_SECRET, **TEST_SERVER_ENV, "WORKLY_DATABASE_URL": pg_fresh_db}
+) -> Iterator[tuple[str, str, float]]:
+    """Two servers whose clock reads ``LEAD`` seconds before a minute, and its shift."""
+    _, preload = get_reload_information()
+    offset = tmp_path / "clock"
+    offset.write_text("+0\n")
+    env = {
+        "WORKLY_SIGNING_SECRET": TEST_SECRET, **TEST_SERVER_ENV, "WORKLY_DATABASE_URL": pg_fresh_db,
+        **preload, "FAKETIME_TIMESTAMP_FILE": str(offset),
+    }  # fmt: skip
     drop_workly_env(monkeypatch)
     port_a, port_b = free_port(), free_port()
     with (
         workly_process(serve_args(port_a), env, port_a, tmp_path / "a.log") as a,
         workly_process(serve_args(port_b), env, port_b, tmp_path / "b.log") as b,
     ):
-        yield a, b
+        shift = shift_to_before_a_minute(LEAD)
+        offset.write_text(f"+{shift:.6f}\n")  # read again at each clock reading
+        yield a, b, shift
 
 
 async def schedule(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
@@ -62,9 +84,9 @@ async def all_succeeded(client: httpx.AsyncClient, count: int) -> list[dict[str,
 
 
 async def test_each_firing_is_delivered_once_within_a_second_with_two_processes(
-    two_processes: tuple[str, str], receiver: Receiver
+    two_processes: tuple[str, str, float], receiver: Receiver
 ) -> None:
-    a, b = two_processes
+    a, b, shift = two_processes
     async with api_client(a) as via_a, api_client(b) as via_b:
         # Created through both processes: either scheduler may fire any of them.
         created = [
@@ -72,8 +94,10 @@ async def test_each_firing_is_delivered_once_within_a_second_with_two_processes(
         ]
         fire_at = datetime.fromisoformat(created[0]["next_run_at"].replace("Z", "+00:00"))
         assert all(s["next_run_at"] == created[0]["next_run_at"] for s in created)
-        arrivals = [(await receiver.wait_for(f"/s{i}", 1, timeout=75))[0] for i in range(SCHEDULES)]
-        late = [arrival.at - fire_at.timestamp() for arrival in arrivals]
+        # Created on the shifted clock, due at its next minute: within LEAD seconds.
+        assert 0 < fire_at.timestamp() - (time.time() + shift) <= LEAD, (fire_at, shift)
+        arrivals = [(await receiver.wait_for(f"/s{i}", 1, timeout=LEAD + 10))[0] for i in range(SCHEDULES)]
+        late = [arrival.at + shift - fire_at.timestamp() for arrival in arrivals]
         print(f"fire time → delivery: {', '.join(f'{s * 1000:.0f} ms' for s in late)}")
         assert all(0 <= seconds < ON_TIME for seconds in late), late
         tasks = await all_succeeded(via_a, SCHEDULES)
