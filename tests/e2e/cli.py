@@ -1,0 +1,216 @@
+"""The `workly` command run in-process, for the tests of what it says (its arguments, output,
+exit codes and messages), and a Workly app served in a thread of the test process for it to
+talk to.
+
+``run_cli`` calls the command through typer's CliRunner: the same app, option parsing and exit
+codes as `python -m workly`, without starting a process. The client commands' requests go
+through the transport it is given (workly/client/common.py's TRANSPORT): ``AppTransport``
+hands those for the app's own address to the app, and sends any other (another --server) to
+the network as the command would; ``NoServer`` records each request and answers none, for
+input that must be refused before anything is sent.
+
+``served_in_thread`` runs the app and its service as `workly dev` with API tokens runs them
+(SQLite, tokens required, loopback deliveries allowed), served by uvicorn on 127.0.0.1, port
+0, in a thread with its own event loop: one server can outlive the tests' own loops, so a
+module's tests can share it, and the tests' clients and the real CLI reach it on its port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import uvicorn
+from typer.testing import CliRunner
+
+from tests.support.servers import TEST_TOKEN
+from workly.app import create_app
+from workly.cli import app as cli_app
+from workly.client.common import TRANSPORT
+from workly.config import Settings
+from workly.service import Service
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import E2E
+
+ANSWER_SECONDS = 30  # the longest one request into the app may take (the command's own timeout)
+
+
+@dataclass
+class Run:
+    """What one `workly` command did: its exit status, standard output and standard error."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run_cli(
+    args: Sequence[str], env: Mapping[str, str], transport: httpx.BaseTransport, stdin: bytes = b""
+) -> Run:
+    """`workly <args>` in this process with ``env`` as its only WORKLY_* variables (the others
+    hidden, as a clean environment has them), its requests sent through ``transport``. Blocks:
+    call it from a thread (asyncio.to_thread) while the test's event loop goes on. An exception
+    the command does not handle is raised here, where a process would print its traceback."""
+    hidden: dict[str, str | None] = {name: None for name in os.environ if name.startswith("WORKLY_")}
+    token = TRANSPORT.set(transport)
+    try:
+        result = CliRunner().invoke(
+            cli_app, list(args), input=stdin, env={**hidden, **env}, prog_name="workly", catch_exceptions=True
+        )
+    finally:
+        TRANSPORT.reset(token)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Run(result.exit_code, result.stdout, result.stderr)
+
+
+async def workly(e2e: E2E, *args: str, env: dict[str, str] | None = None, stdin: bytes = b"") -> Run:
+    """`workly <args>` in-process against the test's server (an ``InProcessServer``), as a user
+    would type it: the server and token from WORKLY_SERVER / WORKLY_TOKEN unless ``env`` says
+    otherwise."""
+    base = {"WORKLY_SERVER": e2e.server.base_url, "WORKLY_TOKEN": TEST_TOKEN}
+    transport = e2e.server.transport()  # type: ignore[attr-defined]
+    return await asyncio.to_thread(run_cli, args, {**base, **(env or {})}, transport, stdin)
+
+
+async def real_workly(e2e: E2E, *args: str, env: dict[str, str] | None = None) -> Run:
+    """`python -m workly <args>`, the real entry point in its own process, against the test's
+    server over its socket, with the server and token from WORKLY_SERVER / WORKLY_TOKEN."""
+    base = {"WORKLY_SERVER": e2e.server.base_url, "WORKLY_TOKEN": TEST_TOKEN, "PATH": "/usr/bin:/bin"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "workly", *args,
+        env={**base, **(env or {})}, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+def offline(*args: str) -> tuple[Run, list[httpx.Request]]:
+    """`workly <args>` in-process with no server at all, and the requests it tried to send."""
+    transport = NoServer()
+    run = run_cli(args, {"WORKLY_SERVER": "http://127.0.0.1:9", "WORKLY_TOKEN": TEST_TOKEN}, transport)
+    return run, transport.requests
+
+
+class NoServer(httpx.BaseTransport):
+    """Records every request and answers none (as if nothing listened): for input the command
+    must refuse before it sends anything, ``requests`` should stay empty."""
+
+    def __init__(self) -> None:
+        self.requests: list[httpx.Request] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        raise httpx.ConnectError("no server in this test", request=request)
+
+
+class AppTransport(httpx.BaseTransport):
+    """Requests for ``origin`` go to ``app``, on ``loop`` (another thread's, where its service
+    runs), through httpx's ASGI transport; any other goes to the network."""
+
+    def __init__(self, app: Any, loop: asyncio.AbstractEventLoop, origin: str) -> None:
+        self._asgi = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+        self._loop = loop
+        self._origin = httpx.URL(origin)
+        self._network = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if (url.scheme, url.host, url.port) != (self._origin.scheme, self._origin.host, self._origin.port):
+            return self._network.handle_request(request)
+        content = request.read()
+        answered = asyncio.run_coroutine_threadsafe(self._ask(request, content), self._loop)
+        status, headers, body = answered.result(timeout=ANSWER_SECONDS)
+        return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body), request=request)
+
+    async def _ask(self, request: httpx.Request, content: bytes) -> tuple[int, httpx.Headers, bytes]:
+        forwarded = httpx.Request(request.method, request.url, headers=request.headers, content=content)
+        response = await self._asgi.handle_async_request(forwarded)
+        body = await response.aread()
+        return response.status_code, response.headers, body
+
+    def close(self) -> None:
+        self._network.close()
+
+
+@dataclass
+class InProcessServer:
+    """A Workly served in a thread of this process (``served_in_thread``) at ``base_url``, a
+    real socket; ``transport()`` is how an in-process command reaches its app."""
+
+    base_url: str
+    app: Any
+    loop: asyncio.AbstractEventLoop
+    command: str = "dev"
+    transports: list[AppTransport] = field(default_factory=list)
+
+    def transport(self) -> AppTransport:
+        made = AppTransport(self.app, self.loop, self.base_url)
+        self.transports.append(made)
+        return made
+
+
+@contextmanager
+def served_in_thread(settings: Settings) -> Iterator[InProcessServer]:
+    """The app and its service, started, served on 127.0.0.1 at a port the system chose; stopped
+    (its service's stop included) at the end."""
+    started: Future[Started] = Future()
+    thread = threading.Thread(
+        target=asyncio.run, args=(_serve(settings, started),), name="workly-app", daemon=True
+    )
+    thread.start()
+    app, loop, server, base_url = started.result(timeout=60)
+    served = InProcessServer(base_url, app, loop)
+    try:
+        yield served
+    finally:
+        loop.call_soon_threadsafe(setattr, server, "should_exit", True)
+        thread.join(timeout=60)
+        for transport in served.transports:
+            transport.close()
+        assert not thread.is_alive(), "the in-process server did not stop in 60 s"
+
+
+Started = tuple[Any, asyncio.AbstractEventLoop, uvicorn.Server, str]  # the app, where it runs, its URL
+
+
+async def _serve(settings: Settings, started: Future[Started]) -> None:
+    app = create_app(Service(settings))
+    config = uvicorn.Config(app, lifespan="on", log_config=None, access_log=False, log_level="warning")
+    server = uvicorn.Server(config)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if serving.done():
+                break
+            await asyncio.sleep(0.01)
+        if server.started:
+            port = sock.getsockname()[1]
+            started.set_result((app, asyncio.get_running_loop(), server, f"http://127.0.0.1:{port}"))
+        await serving
+    except BaseException as exc:
+        if not started.done():
+            started.set_exception(exc)
+        raise
+    finally:
+        sock.close()
+    if not started.done():
+        started.set_exception(RuntimeError("uvicorn stopped before it started"))
