@@ -7,7 +7,8 @@ codes as `python -m workly`, without starting a process. The client commands' re
 through the transport it is given (workly/client/common.py's TRANSPORT): ``AppTransport``
 hands those for the app's own address to the app, and sends any other (another --server) to
 the network as the command would; ``NoServer`` records each request and answers none, for
-input that must be refused before anything is sent.
+input that must be refused before anything is sent. ``completed`` runs a server command
+(`serve`, `dev`, `migrate`, `doctor`) that must refuse to start, told as subprocess.run tells it.
 
 ``served_in_thread`` runs the app and its service as `workly dev` with API tokens runs them
 (SQLite, tokens required, loopback deliveries allowed), served by uvicorn on 127.0.0.1, port
@@ -19,23 +20,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 import uvicorn
 from typer.testing import CliRunner
 
 from tests.support.servers import TEST_TOKEN
 from workly.app import create_app
 from workly.cli import app as cli_app
+from workly.cli import checks
+from workly.cli import server as server_commands
 from workly.client.common import TRANSPORT
 from workly.config import Settings
 from workly.service import Service
@@ -59,13 +66,20 @@ class Run:
 
 
 def run_cli(
-    args: Sequence[str], env: Mapping[str, str], transport: httpx.BaseTransport, stdin: bytes = b""
+    args: Sequence[str],
+    env: Mapping[str, str],
+    transport: httpx.BaseTransport | None = None,
+    stdin: bytes = b"",
 ) -> Run:
     """`workly <args>` in this process with ``env`` as its only WORKLY_* variables (the others
-    hidden, as a clean environment has them), its requests sent through ``transport``. Blocks:
-    call it from a thread (asyncio.to_thread) while the test's event loop goes on. An exception
-    the command does not handle is raised here, where a process would print its traceback."""
+    hidden, as a clean environment has them), a client command's requests sent through
+    ``transport`` (None: the network). Blocks: a client command's test calls it from a thread
+    (asyncio.to_thread) while its event loop goes on. An exception the command does not handle
+    is raised here, where a process would print its traceback. The root logger, which the
+    server commands set up for themselves, is put back as it was."""
     hidden: dict[str, str | None] = {name: None for name in os.environ if name.startswith("WORKLY_")}
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     token = TRANSPORT.set(transport)
     try:
         result = CliRunner().invoke(
@@ -73,9 +87,33 @@ def run_cli(
         )
     finally:
         TRANSPORT.reset(token)
+        root.handlers[:] = handlers
+        root.setLevel(level)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Run(result.exit_code, result.stdout, result.stderr)
+
+
+def completed(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`workly <args>` in-process, run from ``cwd``, told as subprocess.run tells how a process
+    went: for the tests of the server commands' refusals, written for `python -m workly`. A
+    socket the command bound before it refused to start is closed at the end, as a process's
+    are when it exits (`workly dev` binds its port before its last checks)."""
+    bound: list[socket.socket] = []
+
+    def listening_socket(host: str, port: int) -> socket.socket:
+        bound.append(checks.listening_socket(host, port))
+        return bound[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        patch.setattr(server_commands, "listening_socket", listening_socket)
+        try:
+            run = run_cli(args, env)
+        finally:
+            for sock in bound:
+                sock.close()
+    return subprocess.CompletedProcess(["workly", *args], run.code, run.out, run.err)
 
 
 async def workly(e2e: E2E, *args: str, env: dict[str, str] | None = None, stdin: bytes = b"") -> Run:
