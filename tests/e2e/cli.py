@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,8 +120,9 @@ async def workly(e2e: E2E, *args: str, env: dict[str, str] | None = None, stdin:
     """`workly <args>` in-process against the test's server (an ``InProcessServer``), as a user
     would type it: the server and token from WORKLY_SERVER / WORKLY_TOKEN unless ``env`` says
     otherwise."""
+    assert isinstance(e2e.server, InProcessServer), "in-process commands need an in-process server"
     base = {"WORKLY_SERVER": e2e.server.base_url, "WORKLY_TOKEN": TEST_TOKEN}
-    transport = e2e.server.transport()  # type: ignore[attr-defined]
+    transport = e2e.server.transport()
     return await asyncio.to_thread(run_cli, args, {**base, **(env or {})}, transport, stdin)
 
 
@@ -160,7 +161,8 @@ class NoServer(httpx.BaseTransport):
 
 class AppTransport(httpx.BaseTransport):
     """Requests for ``origin`` go to ``app``, on ``loop`` (another thread's, where its service
-    runs), through httpx's ASGI transport; any other goes to the network."""
+    runs), through httpx's ASGI transport; any other goes to the network. The command's client
+    closes it when the command ends."""
 
     def __init__(self, app: Any, loop: asyncio.AbstractEventLoop, origin: str) -> None:
         self._asgi = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
@@ -196,12 +198,12 @@ class InProcessServer:
     app: Any
     loop: asyncio.AbstractEventLoop
     command: str = "dev"
-    transports: list[AppTransport] = field(default_factory=list)
 
     def transport(self) -> AppTransport:
-        made = AppTransport(self.app, self.loop, self.base_url)
-        self.transports.append(made)
-        return made
+        return AppTransport(self.app, self.loop, self.base_url)
+
+
+Started = tuple[Any, asyncio.AbstractEventLoop, uvicorn.Server, str]  # the app, where it runs, its URL
 
 
 @contextmanager
@@ -213,19 +215,17 @@ def served_in_thread(settings: Settings) -> Iterator[InProcessServer]:
         target=asyncio.run, args=(_serve(settings, started),), name="workly-app", daemon=True
     )
     thread.start()
-    app, loop, server, base_url = started.result(timeout=60)
-    served = InProcessServer(base_url, app, loop)
     try:
-        yield served
+        app, loop, server, base_url = started.result(timeout=60)
+    except BaseException:
+        thread.join(timeout=60)
+        raise
+    try:
+        yield InProcessServer(base_url, app, loop)
     finally:
         loop.call_soon_threadsafe(setattr, server, "should_exit", True)
         thread.join(timeout=60)
-        for transport in served.transports:
-            transport.close()
         assert not thread.is_alive(), "the in-process server did not stop in 60 s"
-
-
-Started = tuple[Any, asyncio.AbstractEventLoop, uvicorn.Server, str]  # the app, where it runs, its URL
 
 
 async def _serve(settings: Settings, started: Future[Started]) -> None:

@@ -137,7 +137,7 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 @dataclass
 class E2E:
-    server: WorklyServer
+    server: WorklyServer | InProcessServer
     receiver: Receiver
     client: httpx.AsyncClient
 
@@ -159,7 +159,7 @@ async def own_e2e(folder: Path, **overrides: Any) -> AsyncIterator[E2E]:
             running_receiver(TEST_SECRET) as receiver,
             api_client(server.base_url, timeout=10) as client,
         ):
-            yield E2E(server, receiver, client)  # type: ignore[arg-type]
+            yield E2E(server, receiver, client)
 
 
 @pytest.fixture
