@@ -1,6 +1,6 @@
 """The schedule commands, run in-process (tests/e2e/cli.py) against `workly dev`'s app with API
 tokens required, one server for the module, which every test finds without schedules, as a
-server of its own would be (``no_schedules``); bad input is run with no server at all. One test
+server of its own would be (``e2e``); bad input is run with no server at all. One test
 runs the real `python -m workly`. Every URL is the local receiver's, on 127.0.0.1.
 
 The crons match once a year (1 January), so the scheduler itself never fires while a test runs:
@@ -19,7 +19,6 @@ import pytest
 from tests.e2e.cli import InProcessServer, offline, real_workly, workly
 from tests.e2e.conftest import E2E, wait_for_status
 from tests.e2e.test_cli_webhooks import ok, rows
-from tests.support.servers import api_client
 
 pytestmark = pytest.mark.e2e
 
@@ -33,14 +32,14 @@ def workly_server(app_server: InProcessServer) -> InProcessServer:
     return app_server
 
 
-@pytest.fixture(autouse=True)
-async def no_schedules(workly_server: InProcessServer) -> None:
-    """The tests list every schedule on the server: each starts with none (the schedules of the
-    tests before it deleted, through the API)."""
-    async with api_client(workly_server.base_url) as client:
-        while found := (await client.get("/v1/schedules", params={"limit": 100})).json()["schedules"]:
-            for schedule in found:
-                assert (await client.delete(f"/v1/schedules/{schedule['id']}")).is_success
+@pytest.fixture
+async def e2e(e2e: E2E) -> E2E:
+    """conftest's ``e2e`` on the module's server, with no schedule on it: the tests list every
+    schedule, so each starts with none (those of the tests before it deleted, through the API)."""
+    while found := (await e2e.client.get("/v1/schedules", params={"limit": 100})).json()["schedules"]:
+        for schedule in found:
+            assert (await e2e.client.delete(f"/v1/schedules/{schedule['id']}")).is_success
+    return e2e
 
 
 def new_years(hour: int, count: int = 5) -> list[datetime]:

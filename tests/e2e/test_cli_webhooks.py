@@ -1,6 +1,6 @@
 """The webhook platform's client commands (endpoints, events), run in-process (tests/e2e/cli.py)
 against `workly dev`'s app with API tokens required: one server for the module, which every
-test finds without endpoints, as a server of its own would be (``no_endpoints``); the test that
+test finds without endpoints, as a server of its own would be (``e2e``); the test that
 lists every event has a server of its own, and bad input is run with no server at all. One
 test runs the real `python -m workly`."""
 
@@ -17,7 +17,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tests.e2e.cli import InProcessServer, Run, offline, real_workly, workly
 from tests.e2e.conftest import E2E, wait_for_status
 from tests.support.receiver import _verify
-from tests.support.servers import api_client
 
 pytestmark = pytest.mark.e2e
 
@@ -27,14 +26,15 @@ def workly_server(app_server: InProcessServer) -> InProcessServer:
     return app_server
 
 
-@pytest.fixture(autouse=True)
-async def no_endpoints(workly_server: InProcessServer) -> None:
-    """The tests list, and publish to, every endpoint on the server: each starts with none (the
-    endpoints of the tests before it deleted, through the API)."""
-    async with api_client(workly_server.base_url) as client:
-        while found := (await client.get("/v1/endpoints", params={"limit": 100})).json()["endpoints"]:
-            for endpoint in found:
-                assert (await client.delete(f"/v1/endpoints/{endpoint['id']}")).is_success
+@pytest.fixture
+async def e2e(e2e: E2E) -> E2E:
+    """conftest's ``e2e`` on the module's server, with no endpoint on it: the tests list, and
+    publish to, every endpoint, so each starts with none (those of the tests before it deleted,
+    through the API)."""
+    while found := (await e2e.client.get("/v1/endpoints", params={"limit": 100})).json()["endpoints"]:
+        for endpoint in found:
+            assert (await e2e.client.delete(f"/v1/endpoints/{endpoint['id']}")).is_success
+    return e2e
 
 
 def ok(run: Run) -> Run:
