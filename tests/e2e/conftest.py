@@ -11,6 +11,7 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ import httpx
 import pytest
 
 from tests.e2e.browser import CHROMIUM, headless_tab
+from tests.e2e.cli import InProcessServer, served_in_thread
 from tests.support.receiver import Receiver, running_receiver
 from tests.support.servers import TEST_SECRET, TEST_SERVER_ENV, api_client, free_port, workly_process
+from workly.config import Settings
 
 POLL_INTERVAL = "0.2"
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
@@ -101,6 +104,31 @@ def dev_server_with_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
         yield WorklyServer("dev", base_url, log)
 
 
+def dev_settings(folder: Path, **overrides: Any) -> Settings:
+    """What ``dev_server_with_tokens`` runs with (`workly dev --db FOLDER/workly.db` with API
+    tokens, loopback deliveries allowed, a short poll); the parent's WORKLY_* count for nothing."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if name.startswith("WORKLY_")]:
+            patch.delenv(name)
+        return Settings(
+            database_url=f"sqlite:///{folder / 'workly.db'}",
+            signing_secret=TEST_SECRET,
+            api_tokens=TEST_SERVER_ENV["WORKLY_API_TOKENS"],
+            outbound_allow=TEST_SERVER_ENV["WORKLY_OUTBOUND_ALLOW"],
+            poll_interval=float(POLL_INTERVAL),
+            **overrides,
+        )
+
+
+@pytest.fixture(scope="module")
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    """``dev_server_with_tokens``'s server in this process (tests/e2e/cli.py), one for a whole
+    module: for the tests of the client commands, run in-process, each in queues (or other
+    names) of its own. Its port is the one the system chose."""
+    with served_in_thread(dev_settings(tmp_path_factory.mktemp("workly"))) as server:
+        yield server
+
+
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     async with running_receiver(TEST_SECRET) as running:
@@ -109,7 +137,7 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 @dataclass
 class E2E:
-    server: WorklyServer
+    server: WorklyServer | InProcessServer
     receiver: Receiver
     client: httpx.AsyncClient
 
@@ -120,6 +148,25 @@ async def e2e(workly_server: WorklyServer, receiver: Receiver) -> AsyncIterator[
     so deliveries still in flight at teardown fail fast instead of stalling the shutdown."""
     async with api_client(workly_server.base_url, timeout=10) as client:
         yield E2E(workly_server, receiver, client)
+
+
+@asynccontextmanager
+async def own_e2e(folder: Path, **overrides: Any) -> AsyncIterator[E2E]:
+    """As ``e2e``, with an in-process server of its own (``dev_settings`` with ``overrides``),
+    for a test about all that a server holds. The receiver stops before the server does."""
+    with served_in_thread(dev_settings(folder, **overrides)) as server:
+        async with (
+            running_receiver(TEST_SECRET) as receiver,
+            api_client(server.base_url, timeout=10) as client,
+        ):
+            yield E2E(server, receiver, client)
+
+
+@pytest.fixture
+async def fresh_e2e(tmp_path: Path) -> AsyncIterator[E2E]:
+    """``own_e2e``: a server that holds only what the test puts there."""
+    async with own_e2e(tmp_path) as made:
+        yield made
 
 
 async def enqueue(client: httpx.AsyncClient, queue: str, task: dict[str, Any]) -> dict[str, Any]:

@@ -1,59 +1,34 @@
-"""The client commands, run as the real `workly` CLI against a real server.
+"""The client commands, run in-process (tests/e2e/cli.py) against a real server: `workly
+dev`'s app with API tokens required, one for the module, each test in queues of its own (a
+test about every task the server holds has a server of its own). Input refused before
+anything is sent is run with no server at all. One test runs the real `python -m workly`.
 
 The client only speaks the API, which behaves the same on both backends (the conformance
-and API suites show that), so one server is enough: `workly dev` with API tokens required.
+and API suites show that), so one backend is enough.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.e2e.cli import InProcessServer, offline, real_workly, workly
 from tests.e2e.conftest import (
     E2E,
-    WorklyServer,
     get_task,
     wait_for_status,
 )
-from tests.support.servers import TEST_TOKEN, free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-async def workly(e2e: E2E, *args: str, env: dict[str, str] | None = None, stdin: bytes = b"") -> Run:
-    """`python -m workly <args>` against the test's server, as a user would type it (with the
-    server and token from WORKLY_SERVER / WORKLY_TOKEN unless ``env`` says otherwise)."""
-    base = {"WORKLY_SERVER": e2e.server.base_url, "WORKLY_TOKEN": TEST_TOKEN, "PATH": "/usr/bin:/bin"}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "workly", *args,
-        env={**base, **(env or {})}, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(stdin), timeout=30)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 async def test_enqueue_then_watch_it_with_task_and_tasks(e2e: E2E, tmp_path: Path) -> None:
@@ -84,10 +59,11 @@ async def test_enqueue_then_watch_it_with_task_and_tasks(e2e: E2E, tmp_path: Pat
     assert header.split()[:3] == ["ID", "QUEUE", "STATUS"] and row.split()[:4] == [
         task["id"], "orders", "succeeded", "1/10",
     ]  # fmt: skip
-    assert (await workly(e2e, "tasks", "--status", "failed")).out.strip() == "no tasks"
+    assert (await workly(e2e, "tasks", "--queue", "orders", "--status", "failed")).out.strip() == "no tasks"
 
 
-async def test_tasks_pages_across_queues_with_a_cursor(e2e: E2E) -> None:
+async def test_tasks_pages_across_queues_with_a_cursor(fresh_e2e: E2E) -> None:
+    e2e = fresh_e2e  # every task on the server is listed: only this test's may be there
     ids = []
     for queue in ("a", "b", "c"):
         run = await workly(
@@ -142,21 +118,23 @@ async def test_bad_input_is_refused_before_anything_is_sent(e2e: E2E) -> None:
         (["--delay", "soon"], "'soon' is not a duration"),
         (["--header", "nocolon"], "is not a header"),
     ]:
-        run = await workly(e2e, "enqueue", e2e.receiver.url("/bad"), *args)
-        assert (run.code, run.out) == (2, "") and says in run.err, run
+        run, sent = offline("enqueue", e2e.receiver.url("/bad"), *args)
+        assert (run.code, run.out, sent) == (2, "", []) and says in run.err, run
     for args, says in [
         (["task", ""], "'' is not a task id"),
         (["tasks", "--queue", "bad/q"], "'bad/q' is not a queue name"),
         (["queues", "--server", "http://[::1"], "is not a URL"),
         (["queues", "--token", "é"], "the token holds characters"),
     ]:
-        run = await workly(e2e, *args)
-        assert (run.code, run.out) == (2, "") and says in run.err and "Traceback" not in run.err, run
-    refused = await workly(e2e, "enqueue", "ftp://127.0.0.1/x")
+        run, sent = offline(*args)
+        assert (run.code, run.out, sent) == (2, "", []), run
+        assert says in run.err and "Traceback" not in run.err, run
+    refused = await workly(e2e, "enqueue", "ftp://127.0.0.1/x", "--queue", "refused")
     assert refused.code == 1 and refused.err.startswith(
         "workly: 422 Unprocessable Entity: The request is invalid"
     )
-    assert (await workly(e2e, "tasks", "--json")).json()["tasks"] == []
+    stored = await workly(e2e, "tasks", "--queue", "refused", "--json")  # nothing: not even its queue
+    assert (stored.code, stored.err) == (1, "workly: 404 Not Found: queue 'refused' does not exist\n")
 
 
 async def test_unknown_task_wrong_token_and_no_server_exit_1_with_the_reason(e2e: E2E) -> None:
@@ -189,3 +167,15 @@ async def test_enqueue_with_a_retry_policy_and_a_callback(e2e: E2E) -> None:
     assert e2e.receiver.url("/failed") in shown.out
     bad = await workly(e2e, "enqueue", e2e.receiver.url("/strict"), "--deadline", "soon")
     assert bad.code == 2 and "not a duration" in bad.err
+
+
+async def test_the_real_entry_point_enqueues_and_fails_by_exit_status(e2e: E2E) -> None:
+    """`python -m workly` in its own process, over the server's socket: what the tests above
+    run in-process is the command a user runs, its output and its exit status."""
+    run = await real_workly(e2e, "enqueue", e2e.receiver.url("/smoke"), "--queue", "smoke", "--json")
+    assert run.code == 0 and not run.err, run
+    task = run.json()
+    await e2e.receiver.wait_for("/smoke", 1)
+    await wait_for_status(e2e.client, task["id"], "succeeded")
+    missing = await real_workly(e2e, "task", "task_nope")
+    assert missing.code == 1 and missing.err == "workly: 404 Not Found: task 'task_nope' does not exist\n"

@@ -1,7 +1,10 @@
-"""The real CLI refuses bad configuration with exit code 2 and a one-line reason; `migrate` is idempotent.
+"""The CLI refuses bad configuration with exit code 2 and a one-line reason; `migrate` is idempotent.
 
 Each run gets an environment without the parent's WORKLY_* variables, so only what the
-test sets counts. None of these ever reaches the point of listening.
+test sets counts. None of these ever reaches the point of listening: the commands run
+in-process (tests/e2e/cli.py), from the test's folder. The real `python -m workly` is run where
+the entry point is what is shown: a refusal's exit status and its one line, a database that
+cannot be reached (exit 3), and a server that serves once it says it listens.
 """
 
 from __future__ import annotations
@@ -9,20 +12,29 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import completed
 from tests.e2e.conftest import clean_env
 from tests.support.servers import TEST_SECRET, TEST_TOKEN, free_port
 from workly import __version__
 
 pytestmark = pytest.mark.e2e
 
+Completed = subprocess.CompletedProcess[str]
 PG_URL = "postgresql://postgres@127.0.0.1:1/never_connected"  # never reached: config fails first
 
 
 def workly(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`workly <args>` in-process, from ``cwd``, with ``env`` as its only WORKLY_* variables."""
+    return completed(args, cwd, env)
+
+
+def process(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m workly <args>`, the real entry point, in a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "workly", *args],
         env=clean_env(**env),
@@ -34,9 +46,9 @@ def workly(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
-def serve(cwd: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+def serve(cwd: Path, *extra: str, run: Callable[..., Completed] = workly, **env: str) -> Completed:
     env = {"WORKLY_API_TOKENS": TEST_TOKEN, **env}
-    return workly("serve", "--host", "127.0.0.1", "--port", str(free_port()), *extra, cwd=cwd, **env)
+    return run("serve", "--host", "127.0.0.1", "--port", str(free_port()), *extra, cwd=cwd, **env)
 
 
 def assert_refused(result: subprocess.CompletedProcess[str], *mentions: str) -> str:
@@ -187,7 +199,7 @@ def test_outbound_settings_that_cannot_be_used(
 
 
 def test_serve_without_any_setting_names_every_missing_one_at_once(tmp_path: Path) -> None:
-    result = workly("serve", "--port", str(free_port()), cwd=tmp_path)
+    result = process("serve", "--port", str(free_port()), cwd=tmp_path)  # the real entry point
     assert_refused(result, "WORKLY_DATABASE_URL", "WORKLY_SIGNING_SECRET", "WORKLY_API_TOKENS")
 
 
@@ -206,7 +218,8 @@ def test_several_invalid_settings_are_named_at_once(tmp_path: Path) -> None:
 )
 def test_serve_against_a_database_it_cannot_reach_exits_3_on_one_line(tmp_path: Path, url: str) -> None:
     (tmp_path / "a-file").write_text("not a folder")
-    result = serve(tmp_path, WORKLY_DATABASE_URL=url.format(tmp=tmp_path), WORKLY_SIGNING_SECRET=TEST_SECRET)
+    env = {"WORKLY_DATABASE_URL": url.format(tmp=tmp_path), "WORKLY_SIGNING_SECRET": TEST_SECRET}
+    result = serve(tmp_path, run=process, **env)  # the real entry point
     assert result.returncode == 3, result
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("workly: cannot reach the database") and "WORKLY_DATABASE_URL" in line

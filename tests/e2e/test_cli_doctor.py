@@ -1,6 +1,7 @@
-"""`workly doctor`, the real CLI: what it says of missing settings, a database to migrate, an
-unreachable one, a short token; that it changes nothing; and the clock check against a real
-PostgreSQL."""
+"""`workly doctor`: what it says of missing settings, a database to migrate, an unreachable one,
+a short token; that it changes nothing; and the clock check against a real PostgreSQL. The
+command runs in-process (tests/e2e/cli.py), from the test's folder, with only the WORKLY_*
+variables the test gives; the first test runs the real `python -m workly doctor`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from tests.e2e.cli import completed
 from tests.e2e.conftest import clean_env
 from tests.support.servers import TEST_SECRET, TEST_TOKEN
 from workly.config import Settings
@@ -27,8 +29,14 @@ pytestmark = pytest.mark.e2e
 
 
 def doctor(cwd: Path, command: str = "doctor", **env: str) -> subprocess.CompletedProcess[str]:
+    """`workly <command>` (doctor, unless told), in-process."""
+    return completed([command], cwd, env)
+
+
+def doctor_process(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m workly doctor`, the real entry point, in a process of its own."""
     return subprocess.run(
-        [sys.executable, "-m", "workly", command], env=clean_env(**env), cwd=cwd,
+        [sys.executable, "-m", "workly", "doctor"], env=clean_env(**env), cwd=cwd,
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -38,7 +46,7 @@ def lines(result: subprocess.CompletedProcess[str], level: str) -> list[str]:
 
 
 def test_without_settings_it_names_what_serve_needs(tmp_path: Path) -> None:
-    result = doctor(tmp_path)
+    result = doctor_process(tmp_path)
     assert result.returncode == 1, result
     failed = "\n".join(lines(result, "fail"))
     for needed in ("WORKLY_DATABASE_URL", "WORKLY_SIGNING_SECRET", "WORKLY_API_TOKENS"):
@@ -85,13 +93,7 @@ def test_a_migrated_sqlite_database_is_all_good(tmp_path: Path) -> None:
     env = {"WORKLY_DATABASE_URL": db, "WORKLY_SIGNING_SECRET": TEST_SECRET, "WORKLY_API_TOKENS": TEST_TOKEN}
     assert doctor(tmp_path, **env).returncode == 0  # a file that does not exist yet: only a warning
     assert not (tmp_path / "w.db").exists()
-    migrated = subprocess.run(
-        [sys.executable, "-m", "workly", "migrate"],
-        env=clean_env(**env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    migrated = doctor(tmp_path, "migrate", **env)
     assert migrated.returncode == 0, migrated
     result = doctor(tmp_path, **env)
     assert (result.returncode, lines(result, "warn"), lines(result, "fail")) == (0, [], []), result.stdout

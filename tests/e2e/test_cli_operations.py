@@ -1,7 +1,9 @@
 """Bulk operations from the CLI (`workly retry` / `workly cancel` with filter options,
-`workly operations`, `workly operation`), run as the real `workly` CLI against a real
-`workly dev` with API tokens required, as for the other client commands
-(tests/e2e/test_cli_client.py, whose `workly` runner these tests share).
+`workly operations`, `workly operation`), run in-process (tests/e2e/cli.py) against `workly
+dev`'s app with API tokens required, one server for the module, each test in queues of its
+own (a test about every operation the server holds has a server of its own). Usage errors are
+run with no server at all. What a terminal shows, and Ctrl-C, are the real `python -m workly`
+on a pseudo-terminal.
 
 Following an operation to its end needs the server's runner, which runs where dispatching
 does; the tests of --no-wait and of Ctrl-C use a server with WORKLY_DISPATCH=false instead,
@@ -19,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,55 +29,31 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.cli import InProcessServer, Run, offline, workly
 from tests.e2e.conftest import (
     E2E,
-    POLL_INTERVAL,
-    WorklyServer,
-    dev_args,
-    drop_workly_env,
     enqueue,
     get_attempts,
     get_task,
+    own_e2e,
     wait_for_status,
 )
-from tests.e2e.test_cli_client import Run, workly
-from tests.support.receiver import Receiver
-from tests.support.servers import (
-    TEST_SECRET,
-    TEST_SERVER_ENV,
-    TEST_TOKEN,
-    api_client,
-    free_port,
-    workly_process,
-)
+from tests.support.servers import TEST_TOKEN
 
 pytestmark = pytest.mark.e2e
 SUMMARY = re.compile(r"(op_\w+) (\w+): (\d+) matched, (\d+) changed, (\d+) skipped")
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 @pytest.fixture
-def api_only_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorklyServer]:
-    """`workly dev` that does not dispatch: it stores operations but never works them."""
-    env = {
-        "WORKLY_SIGNING_SECRET": TEST_SECRET, **TEST_SERVER_ENV, "WORKLY_POLL_INTERVAL": POLL_INTERVAL,
-        "WORKLY_DISPATCH": "false",
-    }  # fmt: skip
-    port = free_port()
-    drop_workly_env(monkeypatch)
-    log = tmp_path / "workly-api-only.log"
-    with workly_process(dev_args(tmp_path / "held.db", port), env, port, log) as base_url:
-        yield WorklyServer("dev", base_url, log)
-
-
-@pytest.fixture
-async def held(api_only_server: WorklyServer, receiver: Receiver) -> AsyncIterator[E2E]:
-    async with api_client(api_only_server.base_url, timeout=10) as client:
-        yield E2E(api_only_server, receiver, client)
+async def held(tmp_path: Path) -> AsyncIterator[E2E]:
+    """A server of the test's own that does not dispatch: it stores operations but never works them."""
+    async with own_e2e(tmp_path, dispatch=False) as made:
+        yield made
 
 
 def ok(run: Run) -> Run:
@@ -135,7 +113,8 @@ async def test_retry_by_filter_redrives_the_failed_tasks_it_matches(e2e: E2E) ->
     assert (done["state"], done["matched"], done["changed"], done["skipped"]) == ("succeeded", 3, 0, 3)
 
 
-async def test_cancel_by_filter_cancels_the_ready_tasks_it_matches(e2e: E2E) -> None:
+async def test_cancel_by_filter_cancels_the_ready_tasks_it_matches(fresh_e2e: E2E) -> None:
+    e2e = fresh_e2e  # every operation on the server is listed: only this test's may be there
     ids = await delayed(e2e, "later", 3)
     [other] = await delayed(e2e, "other", 1)
     run = ok(await workly(e2e, "cancel", "--queue", "later", "--status", "ready"))
@@ -188,9 +167,9 @@ async def test_usage_errors_exit_2_and_create_no_operation(e2e: E2E) -> None:
         (["retry", "--last-status-code", "600"], "--last-status-code 600 is not an HTTP status"),
         (["cancel", "--queue", "bad/q"], "--queue 'bad/q' is not a queue name"),
     ]:
-        run = await workly(e2e, *args)
-        assert (run.code, run.out) == (2, "") and says in run.err and "Traceback" not in run.err, run
-    assert await operations(e2e.client) == []
+        run, sent = offline(*args)
+        assert (run.code, run.out, sent) == (2, "", []), run  # nothing sent: no operation made
+        assert says in run.err and "Traceback" not in run.err, run
     assert (await get_task(e2e.client, task_id))["status"] == "ready"
 
 

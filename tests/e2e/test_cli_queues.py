@@ -1,19 +1,21 @@
-"""The queue commands and enqueue's newer options, run as the real `workly` CLI against
-`workly dev` with API tokens (the runner of tests/e2e/test_cli_client.py)."""
+"""The queue commands and enqueue's newer options: the `workly` command run in-process
+(tests/e2e/cli.py) against one server for the module, `workly dev`'s app with API tokens, each
+test in queues of its own. Input refused before anything is sent needs no server: it is run
+with none, and nothing may have been sent. One test runs the real `python -m workly`."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import E2E, WorklyServer, get_task
-from tests.e2e.test_cli_client import Run, workly
+from tests.e2e.cli import InProcessServer, Run, offline, real_workly, workly
+from tests.e2e.conftest import E2E, get_task
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 def ok(run: Run) -> Run:
@@ -65,10 +67,10 @@ async def test_configure_show_purge_and_delete_a_queue(e2e: E2E) -> None:
         (["enqueue", "http://127.0.0.1:9/", "--delay", "5s", "--run-at", "2030-01-01T09:00:00Z"], "not both"),
     ],
 )
-async def test_bad_input_exits_2_before_anything_is_sent(e2e: E2E, args: list[str], message: str) -> None:
-    run = await workly(e2e, *args)
+def test_bad_input_exits_2_before_anything_is_sent(args: list[str], message: str) -> None:
+    run, sent = offline(*args)
     assert run.code == 2 and message in run.err, run
-    assert (await e2e.client.get("/v1/queues")).json()["queues"] == []
+    assert sent == []
 
 
 async def test_enqueue_with_a_time_a_timeout_and_an_idempotency_key(e2e: E2E) -> None:
@@ -94,3 +96,11 @@ async def test_wait_prints_the_outcome_and_exits_by_it(e2e: E2E) -> None:
     gone = await workly(e2e, "enqueue", e2e.receiver.url("/gone"), "--wait", "--json")
     assert gone.code == 1 and gone.json()["task"]["status"] == "failed"
     assert (await get_task(e2e.client, gone.json()["task"]["id"]))["last_status_code"] == 410
+
+
+async def test_the_real_entry_point_configures_a_queue(e2e: E2E) -> None:
+    """`python -m workly` in its own process, over the server's socket: what the tests above
+    run in-process is the command a user runs."""
+    made = ok(await real_workly(e2e, "queue-update", "smoke", "--max-concurrency", "3", "--json")).json()
+    assert (made["name"], made["max_concurrency"]) == ("smoke", 3)
+    assert (await e2e.client.get("/v1/queues/smoke")).json()["max_concurrency"] == 3

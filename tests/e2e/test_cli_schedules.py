@@ -1,6 +1,7 @@
-"""The schedule commands, run as the real `workly` CLI against a real server: `workly dev` with
-API tokens required, as for the endpoint commands (tests/e2e/test_cli_webhooks.py, whose
-helpers these tests share). Every URL is the local receiver's, on 127.0.0.1.
+"""The schedule commands, run in-process (tests/e2e/cli.py) against `workly dev`'s app with API
+tokens required, one server for the module, which every test finds without schedules, as a
+server of its own would be (``e2e``); bad input is run with no server at all. One test
+runs the real `python -m workly`. Every URL is the local receiver's, on 127.0.0.1.
 
 The crons match once a year (1 January), so the scheduler itself never fires while a test runs:
 what a schedule makes here comes from `workly schedule-trigger`."""
@@ -15,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import E2E, WorklyServer, wait_for_status
-from tests.e2e.test_cli_client import workly
+from tests.e2e.cli import InProcessServer, offline, real_workly, workly
+from tests.e2e.conftest import E2E, wait_for_status
 from tests.e2e.test_cli_webhooks import ok, rows
 
 pytestmark = pytest.mark.e2e
@@ -26,9 +27,19 @@ NEW_YEAR = "0 0 1 1 *"  # midnight UTC on 1 January
 IN_AMSTERDAM = "(09:00 Europe/Amsterdam)"  # how the tables show NEW_YEAR_AMSTERDAM's local time
 
 
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
+
+
 @pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+async def e2e(e2e: E2E) -> E2E:
+    """conftest's ``e2e`` on the module's server, with no schedule on it: the tests list every
+    schedule, so each starts with none (those of the tests before it deleted, through the API)."""
+    while found := (await e2e.client.get("/v1/schedules", params={"limit": 100})).json()["schedules"]:
+        for schedule in found:
+            assert (await e2e.client.delete(f"/v1/schedules/{schedule['id']}")).is_success
+    return e2e
 
 
 def new_years(hour: int, count: int = 5) -> list[datetime]:
@@ -201,8 +212,8 @@ async def test_pause_resume_and_delete_a_schedule(e2e: E2E) -> None:
     assert deleted == {"id": held["id"], "deleted": True}
 
 
-async def test_bad_input_exits_2_before_anything_is_sent(e2e: E2E) -> None:
-    url = e2e.receiver.url("/bad")
+def test_bad_input_exits_2_before_anything_is_sent() -> None:
+    url = "http://127.0.0.1:9/bad"
     event_with_task_options = [
         "schedule-create", NEW_YEAR, "--event", "a.b", "--data", "1", "--tenant", "t", "--key", "k",
         "--priority", "0", "--max-attempts", "2", "--stop-on", "404", "--deadline", "1m",
@@ -231,13 +242,12 @@ async def test_bad_input_exits_2_before_anything_is_sent(e2e: E2E) -> None:
         (["schedule-update", "sch/x", "--name", "a"], "'sch/x' is not a schedule id (sch_…)"),
         (["schedules", "--server", "http://[::1"], "is not a URL"),
     ]:
-        run = await workly(e2e, *args)
-        assert (run.code, run.out) == (2, "") and says in run.err and "Traceback" not in run.err, run
-        assert len(run.err.splitlines()) == 1, run
+        run, sent = offline(*args)
+        assert (run.code, run.out, sent) == (2, "", []), run  # nothing sent: no schedule made
+        assert says in run.err and "Traceback" not in run.err and len(run.err.splitlines()) == 1, run
     for args in (["schedule-create"], ["schedules", "--limit", "0"]):  # typer's own usage errors
-        run = await workly(e2e, *args)
-        assert (run.code, run.out) == (2, ""), run
-    assert ok(await workly(e2e, "schedules", "--json")).json() == {"schedules": [], "next_cursor": None}
+        run, sent = offline(*args)
+        assert (run.code, run.out, sent) == (2, "", []), run
 
 
 async def test_what_the_server_refuses_exits_1_with_its_reason(e2e: E2E) -> None:
@@ -364,3 +374,11 @@ async def test_create_with_the_task_options_of_enqueue(e2e: E2E) -> None:
         "callback": done,
     }
     assert "failure callback" not in shown_event and "priority" not in shown_event
+
+
+async def test_the_real_entry_point_creates_a_schedule(e2e: E2E) -> None:
+    """`python -m workly` in its own process, over the server's socket: what the tests above
+    run in-process is the command a user runs."""
+    run = await real_workly(e2e, "schedule-create", NEW_YEAR, e2e.receiver.url("/tick"), "--json")
+    assert run.code == 0 and not run.err, run
+    assert (await e2e.client.get(f"/v1/schedules/{run.json()['id']}")).json()["cron"] == NEW_YEAR

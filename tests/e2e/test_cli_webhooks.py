@@ -1,6 +1,8 @@
-"""The webhook platform's client commands (endpoints, events), run as the real `workly` CLI
-against a real server: `workly dev` with API tokens required, as for the task commands
-(tests/e2e/test_cli_client.py, whose `workly` runner these tests share)."""
+"""The webhook platform's client commands (endpoints, events), run in-process (tests/e2e/cli.py)
+against `workly dev`'s app with API tokens required: one server for the module, which every
+test finds without endpoints, as a server of its own would be (``e2e``); the test that
+lists every event has a server of its own, and bad input is run with no server at all. One
+test runs the real `python -m workly`."""
 
 from __future__ import annotations
 
@@ -12,16 +14,27 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tests.e2e.conftest import E2E, WorklyServer, wait_for_status
-from tests.e2e.test_cli_client import Run, workly
+from tests.e2e.cli import InProcessServer, Run, offline, real_workly, workly
+from tests.e2e.conftest import E2E, wait_for_status
 from tests.support.receiver import _verify
 
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
+
+
 @pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+async def e2e(e2e: E2E) -> E2E:
+    """conftest's ``e2e`` on the module's server, with no endpoint on it: the tests list, and
+    publish to, every endpoint, so each starts with none (those of the tests before it deleted,
+    through the API)."""
+    while found := (await e2e.client.get("/v1/endpoints", params={"limit": 100})).json()["endpoints"]:
+        for endpoint in found:
+            assert (await e2e.client.delete(f"/v1/endpoints/{endpoint['id']}")).is_success
+    return e2e
 
 
 def ok(run: Run) -> Run:
@@ -49,7 +62,8 @@ def rows_after(out: str, header: str) -> list[list[str]]:
     return [line.split() for line in lines[start + 1 :] if line.strip()]
 
 
-async def test_create_endpoints_publish_and_follow_the_deliveries(e2e: E2E, tmp_path: Path) -> None:
+async def test_create_endpoints_publish_and_follow_the_deliveries(fresh_e2e: E2E, tmp_path: Path) -> None:
+    e2e = fresh_e2e  # every event on the server is listed: only this test's may be there
     billing_args = ["--events", "invoice.*", "--header", "X-Source: cli", "--description", "billing service"]
     billing = await create(e2e, "/billing", *billing_args)
     paid_args = ["--events", "invoice.paid", "--events", "order.created"]
@@ -186,8 +200,8 @@ async def test_disable_enable_and_delete_an_endpoint(e2e: E2E) -> None:
     assert deleted == {"id": every["id"], "deleted": True}
 
 
-async def test_bad_input_exits_2_before_anything_is_sent(e2e: E2E) -> None:
-    url = e2e.receiver.url("/bad")
+def test_bad_input_exits_2_before_anything_is_sent() -> None:
+    url = "http://127.0.0.1:9/bad"
     for args, says in [
         (["publish", "invoice.paid", "--data", "{not json"], "the --data value is not JSON"),
         (["publish", "invoice.paid", "--data", "@/nonexistent/payload.json"], "cannot read"),
@@ -201,14 +215,12 @@ async def test_bad_input_exits_2_before_anything_is_sent(e2e: E2E) -> None:
         (["endpoints", "--server", "http://[::1"], "is not a URL"),
         (["events", "--token", "é"], "the token holds characters"),
     ]:
-        run = await workly(e2e, *args)
-        assert (run.code, run.out) == (2, "") and says in run.err and "Traceback" not in run.err, run
-        assert len(run.err.splitlines()) == 1, run
+        run, sent = offline(*args)
+        assert (run.code, run.out, sent) == (2, "", []), run  # nothing sent: no endpoint, no event made
+        assert says in run.err and "Traceback" not in run.err and len(run.err.splitlines()) == 1, run
     for args in (["endpoint-create", url], ["publish", "invoice.paid"], ["endpoints", "--limit", "0"]):
-        run = await workly(e2e, *args)  # a required option missing, a limit out of range: typer's usage error
-        assert (run.code, run.out) == (2, ""), run
-    assert ok(await workly(e2e, "endpoints", "--json")).json()["endpoints"] == []
-    assert ok(await workly(e2e, "events", "--json")).json()["events"] == []
+        run, sent = offline(*args)  # a required option missing, a limit out of range: typer's usage error
+        assert (run.code, run.out, sent) == (2, "", []), run
 
 
 async def test_what_the_server_refuses_exits_1_with_its_reason(e2e: E2E) -> None:
@@ -245,3 +257,13 @@ async def test_an_ed25519_endpoint_prints_only_the_public_key_its_receiver_needs
     signed = f"{delivered.headers['webhook-id']}.{delivered.headers['webhook-timestamp']}.".encode()
     key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public.removeprefix("whpk_")))
     key.verify(base64.b64decode(entry.removeprefix("v1a,")), signed + delivered.body)  # raises if forged
+
+
+async def test_the_real_entry_point_creates_an_endpoint(e2e: E2E) -> None:
+    """`python -m workly` in its own process, over the server's socket: what the tests above
+    run in-process is the command a user runs."""
+    run = await real_workly(e2e, "endpoint-create", e2e.receiver.url("/smoke"), "--events", "a.b", "--json")
+    assert run.code == 0 and not run.err, run
+    created = run.json()
+    assert created["signing_secret"].startswith("whsec_")
+    assert (await e2e.client.get(f"/v1/endpoints/{created['id']}")).json()["event_types"] == ["a.b"]

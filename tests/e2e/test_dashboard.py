@@ -1,16 +1,19 @@
-"""The dashboard in a real headless Chromium (Debian's, driven by Playwright) against the real
-`workly dev` with an API token required: log in, see a delivered task, retry a failed one.
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright) against `workly
+dev`'s app with an API token required: log in, see a delivered task, retry a failed one.
 
-The browser may only reach 127.0.0.1: every other request is aborted before it leaves.
+The app is served in this process on a real socket (tests/e2e/cli.py), one server for the
+module, each test in queues of its own; the test that counts every task on the server has a
+server of its own. The browser may only reach 127.0.0.1: every other request is aborted
+before it leaves.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.e2e.cli import InProcessServer
 from tests.e2e.conftest import (
     E2E,
-    WorklyServer,
     enqueue,
     get_task,
     wait_for_status,
@@ -23,14 +26,15 @@ playwright = pytest.importorskip("playwright.async_api")
 SUM = "(minutes, field) => minutes.reduce((sum, m) => sum + Number(m.dataset[field]), 0)"
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 async def test_log_in_see_a_delivered_task_and_retry_a_failed_one(
-    e2e: E2E, page: tuple[playwright.Page, list[str]]
+    fresh_e2e: E2E, page: tuple[playwright.Page, list[str]]
 ) -> None:
+    e2e = fresh_e2e  # the task list counts every succeeded task: only this test's may be there
     tab, _ = page
     expect = playwright.expect
     base = e2e.server.base_url

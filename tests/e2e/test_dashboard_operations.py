@@ -1,12 +1,15 @@
 """The dashboard's bulk operations in a real headless Chromium (Debian's, driven by Playwright)
-against the real `workly dev` with an API token required: tasks of a queue and an endpoint's
+against `workly dev`'s app with an API token required: tasks of a queue and an endpoint's
 delivery fail for real, "Retry all failed" is pressed on the queue's page and on the
 endpoint's page, and the operation's page, reloading itself, follows each to "succeeded" while
 the receiver gets the tasks again. Also the task page's "Retry now" and a callback's link to
 its task; and, on an app whose operations this test works itself, a running operation's page
 following its progress by reloading itself.
 
-The browser may only reach 127.0.0.1: every other request is aborted before it leaves.
+The app is served in this process on a real socket (tests/e2e/cli.py), one server for the
+module's first two tests: only the first makes operations and endpoints (it counts all of
+them), and its queue's failed tasks are its own. The browser may only reach 127.0.0.1: every
+other request is aborted before it leaves.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import E2E, WorklyServer, create_endpoint, enqueue, wait_for_status
+from tests.e2e.cli import InProcessServer
+from tests.e2e.conftest import E2E, create_endpoint, enqueue, wait_for_status
 from tests.storage.helpers import result_for, token
 from tests.support.servers import TEST_SECRET, TEST_TOKEN, api_client, running_app
 from workly.config import Settings
@@ -30,9 +34,9 @@ FAILING = 3  # tasks of the queue that fail, then are retried together
 OPERATION_PAGE = re.compile(r".*/ui/operations/op_\w+(\?done=started)?$")
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 async def test_retry_all_failed_from_a_queue_and_an_endpoint_runs_to_succeeded_in_the_browser(

@@ -1,11 +1,13 @@
 """The dashboard's schedule pages in a real headless Chromium (Debian's, driven by Playwright)
-against the real `workly dev` with an API token required: a schedule made through the API is
+against `workly dev`'s app with an API token required: a schedule made through the API is
 listed with its cron, time zone and next runs; on its page Trigger now makes a task (delivered
 for real) that the page then links, Pause leaves it with no next runs, Resume brings them back
 and Delete takes it off the list. And a form on another origin that posts to a button is
 refused, changing nothing.
 
-The browser may only reach 127.0.0.1: every other request is aborted before it leaves.
+The app is served in this process on a real socket (tests/e2e/cli.py), one server for the
+module, each test with schedules of its own. The browser may only reach 127.0.0.1: every other
+request is aborted before it leaves.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import E2E, WorklyServer, wait_for_status
+from tests.e2e.cli import InProcessServer
+from tests.e2e.conftest import E2E, wait_for_status
 from tests.support.servers import TEST_TOKEN, free_port
 from workly.ui.rendering import when
 
@@ -27,9 +30,9 @@ playwright = pytest.importorskip("playwright.async_api")
 YEARLY = {"cron": "30 6 1 1 *", "timezone": "Asia/Kolkata"}
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 async def create_schedule(client: httpx.AsyncClient, url: str, **fields: Any) -> dict[str, Any]:

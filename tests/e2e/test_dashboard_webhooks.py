@@ -1,9 +1,10 @@
 """The dashboard's endpoint and event pages in a real headless Chromium (Debian's, driven by
-Playwright) against the real `workly dev` with an API token required: endpoints and an event
+Playwright) against `workly dev`'s app with an API token required: endpoints and an event
 made through the API, their health and failure streaks seen in the browser, Disable and Enable
 pressed there, an event's deliveries, and a description holding a script shown as text.
 
-The browser may only reach 127.0.0.1: every other request is aborted before it leaves.
+The app is served in this process on a real socket (tests/e2e/cli.py), one server for the
+module. The browser may only reach 127.0.0.1: every other request is aborted before it leaves.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import E2E, WorklyServer, create_endpoint, wait_for_status
+from tests.e2e.cli import InProcessServer
+from tests.e2e.conftest import E2E, create_endpoint, wait_for_status
 from tests.support.servers import TEST_TOKEN
 
 pytestmark = pytest.mark.e2e
@@ -26,9 +28,9 @@ SCRIPT = "<script>alert('endpoint')</script>"
 SUM = "(minutes, field) => minutes.reduce((sum, m) => sum + Number(m.dataset[field]), 0)"
 
 
-@pytest.fixture
-def workly_server(dev_server_with_tokens: WorklyServer) -> WorklyServer:
-    return dev_server_with_tokens
+@pytest.fixture(scope="module")
+def workly_server(app_server: InProcessServer) -> InProcessServer:
+    return app_server
 
 
 async def endpoint_state(client: httpx.AsyncClient, endpoint_id: str) -> dict[str, Any]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Annotated, Any, NoReturn
 
+import httpx
 import typer
 
 from workly.client.api import ApiClient, ClientError
@@ -24,10 +26,14 @@ Token = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="print the API's JSON instead of a table")]
 Cursor = Annotated[str | None, typer.Option(help="next page: the cursor a previous page printed")]
 
+# Where the commands' requests go: None is the network, as the command line always has it. Tests
+# that run a command in-process set a transport into an app for the length of that one run.
+TRANSPORT: ContextVar[httpx.BaseTransport | None] = ContextVar("workly_client_transport", default=None)
+
 
 def ask(server: str, token: str | None, call: Callable[[ApiClient], dict[str, Any]]) -> dict[str, Any]:
     try:
-        with ApiClient(server, token) as api:
+        with ApiClient(server, token, TRANSPORT.get()) as api:
             return call(api)
     except InputError as exc:
         usage_error(str(exc))
