@@ -28,6 +28,7 @@ from workly.batching import GroupCommitter
 from workly.breaker import BreakerRules
 from workly.clock import Clock
 from workly.delivery_stats import Rollup
+from workly.dispatch.attempt_log import log_attempt
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
 from workly.errors import StorageUnavailable
@@ -275,7 +276,7 @@ class Dispatcher:
         # not succeed stays at info, where the operator looks.
         level = logging.DEBUG if result.outcome == "succeeded" else logging.INFO
         if log.isEnabledFor(level):
-            _log_attempt(level, task, outcome, result, seconds)
+            log_attempt(level, task, outcome, result, seconds)
         await self._submit(task, result)
 
     async def _submit(self, task: ClaimedTask, result: AttemptResult) -> None:
@@ -357,36 +358,3 @@ class Dispatcher:
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)
-
-
-def _log_attempt(
-    level: int, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
-) -> None:
-    log.log(
-        level,
-        "attempt task=%s queue=%s attempt=%d status=%s outcome=%s duration_ms=%.1f%s",
-        task.id,
-        task.queue,
-        task.attempt,
-        outcome.status_code if outcome.status_code is not None else "-",
-        result.outcome,
-        seconds * 1000,
-        f" error={result.error!r}" if result.error and outcome.status_code is None else "",
-        extra={"fields": _attempt_fields(task, outcome, result, seconds)},
-    )
-
-
-def _attempt_fields(
-    task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
-) -> dict[str, object]:
-    """The attempt line's facts as fields, for JSON logs."""
-    return {
-        "event": "attempt",
-        "task": task.id,
-        "queue": task.queue,
-        "attempt": task.attempt,
-        "status": outcome.status_code,
-        "outcome": result.outcome,
-        "duration_ms": round(seconds * 1000, 1),
-        "error": result.error,
-    }
