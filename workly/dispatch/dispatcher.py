@@ -323,7 +323,7 @@ class Dispatcher:
             return True
         if not held:
             log.info("task %s: its result was recorded after all, or its lease taken over", task.id)
-        return held > 0
+        return bool(held)
 
     def _observe(
         self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float

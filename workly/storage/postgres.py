@@ -314,15 +314,15 @@ class PostgresStorage(
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
-    ) -> int:
+    ) -> set[tuple[int, str]]:
         if not leases:
-            return 0
+            return set()
         params: dict[str, Any] = {
             "now": now, "lease_margin": lease_margin, "seqs": [seq for seq, _ in leases],
             "lease_tokens": [token for _, token in leases],
         }  # fmt: skip
         extended = await retrying_contention(lambda: _fetch(self._pool, self._q.extend_leases, **params))
-        return len(extended)
+        return {(row["seq"], row["lease_token"]) for row in extended}
 
     async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
         return len(await _fetch(self._pool, self._q.prune_succeeded, cutoff=before, limit=limit))

@@ -177,11 +177,11 @@ class SqliteStorage(SqliteWebhooks, SqliteOperations, SqliteSchedules, SqliteSta
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
-    ) -> int:
+    ) -> set[tuple[int, str]]:
         if not leases:
-            return 0
+            return set()
         params = {"now": to_us(now), "lease_margin": lease_margin, "leases": to_json(list(leases))}
-        return await self._writer.transaction(self._bookkeeping, _count_rows, _q().extend_leases, params)
+        return await self._writer.transaction(self._bookkeeping, _leases_extended, params)
 
     async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
         params = {"cutoff": to_us(before), "limit": limit}
@@ -330,6 +330,10 @@ def _accepted(db: Db, results: Sequence[AttemptResult], params: Mapping[str, Any
 
 def _count_rows(db: Db, query: Query, params: Mapping[str, Any]) -> int:
     return len(fetchall(db, query, params))
+
+
+def _leases_extended(db: Db, params: Mapping[str, Any]) -> set[tuple[int, str]]:
+    return {(row["seq"], row["lease_token"]) for row in fetchall(db, _q().extend_leases, params)}
 
 
 def _reap(db: Db, now_us: int, limit: int) -> int:
