@@ -77,10 +77,11 @@ class Enqueuer:
         return answers
 
     async def _store(self, tasks: list[NewTask]) -> list[Enqueued]:
+        since = self._clock.monotonic()  # before now: where a lease taken here may begin
         now = self._clock.now()
         dispatcher = self._dispatcher
         wanted = 0 if dispatcher is None else sum(1 for task in tasks if may_lease_new(task, now))
-        offer = dispatcher.offer(wanted) if dispatcher is not None and wanted else None
+        offer = dispatcher.offer(wanted, since) if dispatcher is not None and wanted else None
         if dispatcher is None or offer is None:
             return await self._storage.enqueue(tasks, now)
         try:
