@@ -106,6 +106,12 @@ class Metrics:
         self.stale_results = Counter(
             "workly_stale_results_refused", "Results refused because their lease was taken over", registry=r
         )
+        self.leases_lapsed = Counter(
+            "workly_leases_lapsed",
+            "Deliveries not sent because their lease might end before the request would be over "
+            "(the process was stopped or kept waiting); the reaper gives them back",
+            registry=r,
+        )
         self.reaped = Counter(
             "workly_tasks_reaped", "Tasks returned by the reaper after their lease expired", registry=r
         )

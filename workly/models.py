@@ -183,6 +183,9 @@ class LeaseOffer:
     slots: int
     lease_token: str
     lease_margin: float
+    # The dispatcher's monotonic clock, read before the enqueue read the ``now`` its leases
+    # count from: their local deadline counts from it (workly/dispatch/leases.py). Not stored.
+    since: float
 
 
 @dataclass(frozen=True, slots=True)

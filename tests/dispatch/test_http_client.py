@@ -10,7 +10,7 @@ import pytest
 import trustme
 
 from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
-from workly.dispatch.http import ConnectError, HttpClient, ProtocolError
+from workly.dispatch.http import ConnectError, HttpClient, NotSent, ProtocolError
 from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
 LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
@@ -42,6 +42,23 @@ async def test_connections_are_kept_alive_and_reused(client: HttpClient) -> None
         for _ in range(3):
             assert (await client.request("POST", server.url + "/", {}, b"x")).status == 204
     assert server.connections == 1
+
+
+async def test_may_send_is_asked_once_connected_and_a_no_writes_nothing(client: HttpClient) -> None:
+    seen: list[bytes] = []
+    asked: list[int] = []
+
+    def refuse() -> bool:
+        asked.append(client.idle_connections)  # connected: the connection is not in the pool
+        return False
+
+    async with raw_server(answering(OK, record=seen)) as server:
+        with pytest.raises(NotSent):
+            await client.request("POST", server.url + "/", {}, b"x", may_send=refuse)
+        assert (asked, client.idle_connections) == ([0], 1)  # nothing written: it stays usable
+        assert (await client.request("POST", server.url + "/", {}, b"y", may_send=lambda: True)).status == 204
+    assert server.connections == 1
+    assert len(seen) == 1 and seen[0].endswith(b"\r\n\r\ny")  # the refused request never went out
 
 
 async def test_framing_headers_from_the_task_are_not_sent_twice(client: HttpClient) -> None:

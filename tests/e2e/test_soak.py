@@ -42,6 +42,9 @@ def check_report(out: Path, result: subprocess.CompletedProcess[str], faults: se
     assert books["violations"] == 0
     assert books["deliveries"] > 2000  # 30-60 s at 60/s and the bursts, fanned out
     assert books["by_state"].get("failed", 0) > 0  # the 410 and always-500 kinds ended failed
+    # Every keyed request was checked against those of its key in flight (held 200 ms each).
+    assert books["keyed_requests"] > 100 and books["max_key_in_flight"] >= 1
+    assert "ordering keys:" in result.stdout
     assert {fault["kind"] for fault in report["faults"]} == faults  # the planned ones; stalls apart
     assert all(stall["kind"] == "stall" for stall in report["stalls"])
     assert all(fault["began_s"] is not None and not fault["error"] for fault in report["faults"])

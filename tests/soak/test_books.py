@@ -82,21 +82,47 @@ def test_a_fault_covers_its_window_and_a_few_seconds_either_side() -> None:
     assert not Fault("kill", 0).covers(T0)  # never began
 
 
-def test_ordering_breaches_are_recorded_and_excused_only_after_a_continued_process() -> None:
+def keyed(ledger: Ledger, key: str, seq: int, arrived: float, *, held: bool = False) -> None:
+    """A request of ``key`` arriving at the receiver, answered before the next (unless ``held``)."""
+    request = ledger.ordered_start(key, seq, f"task_{key}_{seq}", arrived)
+    if not held:
+        ledger.ordered_end(request)
+
+
+def test_two_requests_of_a_key_in_flight_at_once_are_an_overlap_and_one_after_another_are_not() -> None:
     ledger = Ledger()
-    ledger.ordered_start("k1", 0, T0)
-    ledger.ordered_start("k1", 1, T0 + 1)  # while seq 0 is in flight: overlap
-    ledger.ordered_end("k1")
-    ledger.ordered_end("k1")
-    ledger.ordered_start("k1", 0, T0 + 20)  # after seq 1: order, just after the pause ended
-    ledger.ordered_end("k1")
-    ledger.ordered_start("k1", 1, T0 + 21)  # a repeat of the highest is no breach
-    ledger.ordered_end("k1")
-    assert [b.kind for b in ledger.breaches] == ["overlap", "order"]
+    first = ledger.ordered_start("k1", 0, "task_a", T0)
+    ledger.ordered_end(first)  # answered before the next arrives: no overlap
+    second = ledger.ordered_start("k1", 1, "task_b", T0 + 1)
+    other_key = ledger.ordered_start("k2", 0, "task_c", T0 + 1.1)  # another key: no overlap
+    assert ledger.breaches == []
+    late = ledger.ordered_start("k1", 0, "task_a", T0 + 1.25)  # while seq 1 is held: both breaches
+    assert [(b.kind, b.detail) for b in ledger.breaches] == [
+        ("overlap", "key k1: seq 0 (task_a) arrived while seq 1 (task_b) was in flight, for 0.250s"),
+        ("order", "key k1: seq 0 after seq 1"),
+    ]
+    for request in (second, late, other_key):
+        ledger.ordered_end(request)
+    again = ledger.ordered_start("k1", 2, "task_d", T0 + 2)  # the key is free again
+    ledger.ordered_end(again)
+    assert len(ledger.breaches) == 2
+    assert (ledger.keyed_requests, ledger.max_key_in_flight) == (5, 2)
+
+
+def test_an_overlap_is_never_excused_by_a_pause_but_an_order_breach_still_is() -> None:
+    ledger = Ledger()
+    held = ledger.ordered_start("k1", 1, "task_b", T0 + 19)
+    ledger.ordered_start("k1", 0, "task_a", T0 + 20)  # just after the pause ended: overlap and order
+    ledger.ordered_end(held)
+    keyed(ledger, "k2", 1, T0 + 20)
+    keyed(ledger, "k2", 0, T0 + 21)  # order alone, just after the pause
+    assert [b.kind for b in ledger.breaches] == ["overlap", "order", "order"]
     pause = Fault("pause", 0, began=T0 + 3, ended=T0 + 19)
     books = balance([], {}, ledger, [pause])
-    assert books.excused_breaches == {"order": 1}
+    assert books.excused_breaches == {"order": 2}
     assert len(books.unexcused_breaches) == 1 and books.unexcused_breaches[0].startswith("overlap")
+    assert books.violations == 1
+    assert (books.keyed_requests, books.max_key_in_flight) == (4, 2)
 
 
 def test_concurrency_delay_and_webhook_id_breaches() -> None:
@@ -209,17 +235,15 @@ def test_a_stall_long_enough_excuses_duplicates_counted_apart_from_the_faults() 
     ]
 
 
-def test_order_breaches_are_excused_after_a_clock_jump_as_after_a_continue() -> None:
+def test_order_and_overlap_breaches_are_excused_after_a_clock_jump() -> None:
     ledger = Ledger()
     jump = Fault("stall", 0, "clock", began=T0, ended=T0 + 20)
     soak = Fault("stall", 0, "soak", began=T0 + 100, ended=T0 + 120)
-    ledger.ordered_start("k", 2, T0 + 21)
-    ledger.ordered_end("k")
-    ledger.ordered_start("k", 1, T0 + 22)  # out of order, just after the jump
-    ledger.ordered_end("k")
-    ledger.ordered_start("k", 3, T0 + 121)
-    ledger.ordered_end("k")
-    ledger.ordered_start("k", 2, T0 + 122)  # after a soak stall: no lease lost, no excuse
-    ledger.ordered_end("k")
+    keyed(ledger, "k", 2, T0 + 21)
+    keyed(ledger, "k", 1, T0 + 22)  # out of order, just after the jump
+    keyed(ledger, "k", 3, T0 + 121)
+    keyed(ledger, "k", 2, T0 + 122)  # after a soak stall: no lease lost, no excuse
+    keyed(ledger, "j", 0, T0 + 23, held=True)
+    keyed(ledger, "j", 1, T0 + 23.1)  # overlap just after the jump: excused like the order breach
     books = balance([], {}, ledger, [], stalls=[jump, soak])
-    assert books.excused_breaches["order"] == 1 and len(books.unexcused_breaches) == 1
+    assert books.excused_breaches == {"order": 1, "overlap": 1} and len(books.unexcused_breaches) == 1

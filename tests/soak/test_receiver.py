@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.dispatch.test_dispatcher import wait_until
 from tools.soak.ledger import Ledger
-from tools.soak.receiver import LIMITED_HOLD, Receiver
+from tools.soak.receiver import KEY_HOLD, LIMITED_HOLD, Receiver
 from workly.dispatch.http import HttpClient, HttpError
 from workly.loadtest.run import ANYWHERE
 
@@ -86,6 +87,41 @@ async def test_keys_out_of_order_and_early_deliveries_are_breaches(
     due = int((time.time() + 60) * 1000)
     assert await post(client, receiver, f"/delay/23/{due}", "task_c") == 204
     assert [b.kind for b in receiver.ledger.breaches] == ["order", "early"]
+
+
+async def test_two_requests_of_a_key_held_at_once_are_an_overlap(receiver: Receiver) -> None:
+    clients = [HttpClient(policy=ANYWHERE) for _ in range(2)]
+    try:
+        started = time.monotonic()
+        statuses = await asyncio.gather(
+            post(clients[0], receiver, "/key/k1/0/1", "task_a"),
+            post(clients[1], receiver, "/key/k1/1/2", "task_b"),
+        )
+        assert statuses == [204, 204]
+        assert time.monotonic() - started >= KEY_HOLD  # held before answering
+        assert await post(clients[0], receiver, "/key/k1/2/3", "task_c") == 204  # after both: fine
+    finally:
+        for c in clients:
+            await c.close()
+    [breach] = receiver.ledger.breaches
+    assert breach.kind == "overlap" and breach.detail.startswith(
+        "key k1: seq 1 (task_b) arrived while seq 0 (task_a)"
+    )
+    assert (receiver.ledger.keyed_requests, receiver.ledger.max_key_in_flight) == (3, 2)
+
+
+async def test_a_keyed_request_whose_connection_ends_is_no_longer_in_flight(
+    receiver: Receiver, client: HttpClient
+) -> None:
+    with pytest.raises(TimeoutError):  # the client gives up and closes before the answer
+        await client.request(
+            "POST", f"{receiver.url}/key/k1/0/1", {"webhook-id": "task_a"}, b"", timeout=0.05
+        )
+    await wait_until(lambda: receiver.ledger.in_flight_of("k1") == 0)  # its connection_lost came
+    assert await post(client, receiver, "/key/k1/1/2", "task_b") == 204
+    assert receiver.ledger.breaches == []
+    # The held answer found its connection gone: no 2xx is booked for the request given up on.
+    assert not receiver.ledger.deliveries[("task_a", "/key/k1/0/1")].successes
 
 
 async def test_a_limited_queue_over_its_limit_is_a_breach(receiver: Receiver) -> None:

@@ -19,7 +19,7 @@ MARGIN = 30.0
 
 
 def offer(slots: int = 100) -> LeaseOffer:
-    return LeaseOffer(slots, token(), MARGIN)
+    return LeaseOffer(slots, token(), MARGIN, 0.0)
 
 
 async def claim(storage: Storage, now: datetime, limit: int = 100) -> list[ClaimedTask]:

@@ -115,6 +115,8 @@ async def test_the_heartbeat_extends_only_leases_still_held(storage: Storage, cl
     held, finished = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
     await storage.dispatch.record_results([result_for(finished, clock.now(), "succeeded")], clock.now())
     leases = [(held.seq, held.lease_token), (finished.seq, finished.lease_token), (held.seq, "not-mine")]
-    assert await storage.dispatch.extend_leases(leases, clock.advance(50), MARGIN) == 1
+    assert await storage.dispatch.extend_leases(leases, clock.advance(50), MARGIN) == {
+        (held.seq, held.lease_token)
+    }
     assert await storage.upkeep.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
     assert await storage.upkeep.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one (110 s)

@@ -210,7 +210,7 @@ async def test_an_eager_enqueue_queued_between_a_claim_and_a_queue_delete_does_n
         await blocker.start()
         await pg.execute("SELECT name FROM queues WHERE name = 'q' FOR NO KEY UPDATE")  # a claim
         eager = asyncio.create_task(
-            api.tasks.enqueue([new(), new()], clock.now(), LeaseOffer(10, token(), MARGIN))
+            api.tasks.enqueue([new(), new()], clock.now(), LeaseOffer(10, token(), MARGIN, 0.0))
         )
         await wait_for_lock_waiters(pg, 1)
         async with asyncio.timeout(10):
@@ -249,7 +249,9 @@ async def test_an_eager_enqueue_waiting_for_an_idempotency_key_holds_no_queue_ro
             clock.now(),
         )
         keyed = new(idempotency_key="k")
-        eager = asyncio.create_task(api.tasks.enqueue([keyed], clock.now(), LeaseOffer(10, token(), MARGIN)))
+        eager = asyncio.create_task(
+            api.tasks.enqueue([keyed], clock.now(), LeaseOffer(10, token(), MARGIN, 0.0))
+        )
         await wait_for_lock_waiters(pg, 1)  # on the application's transaction
         plain = new()
         await other.tasks.enqueue([plain], clock.now())

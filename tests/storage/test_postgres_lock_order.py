@@ -56,7 +56,7 @@ async def test_the_heartbeat_never_waits_for_a_task_row_another_transaction_hold
                 ),
                 timeout=5,  # the old statement waited here for the row, until this transaction ended
             )
-        assert extended == 1  # the free one
+        assert extended == {(high.seq, high.lease_token)}  # the free one
         assert await lease_of(pg, low.seq) == before  # the held one, skipped, as it was
     finally:
         await storage.close()

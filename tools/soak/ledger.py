@@ -3,10 +3,11 @@
 A delivery is known by its ``webhook-id`` and its path: a task's id on the task's own
 path, or an event's id on each endpoint's path. Per delivery the ledger keeps how many
 requests came, the times of the 2xx answers and the last status; per ordering key the
-highest sequence number seen and whether a request of that key is in flight; per limited
-queue how many requests are in flight. Breaches of ordering, of max_concurrency and of a
-delay are recorded as they happen, with the time, so that the books can tell those a fault
-explains from the rest.
+highest sequence number seen and the requests of that key in flight (from their arrival to
+their answer, or their connection's end); per limited queue how many requests are in
+flight. Breaches of ordering (out of order, or two of a key in flight at once: an
+"overlap"), of max_concurrency and of a delay are recorded as they happen, with the time,
+so that the books can tell those a fault explains from the rest.
 """
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ class Delivery:
     requests: int = 0
     successes: list[float] = field(default_factory=list)  # when each 2xx went out
     last_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class KeyedRequest:
+    """A request of an ordering key the receiver has not answered yet (eq=False: each is
+    itself, even a repeat of the same delivery arriving at the same instant)."""
+
+    key: str
+    seq: int
+    webhook_id: str
+    arrived: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +49,9 @@ class Ledger:
         self.first_successes = 0  # deliveries answered 2xx for the first time, since the last sample
         self.requests = 0  # every request, since the last sample
         self._key_high: dict[str, int] = {}
-        self._key_busy: dict[str, int] = {}
+        self._key_in_flight: dict[str, list[KeyedRequest]] = {}
+        self.keyed_requests = 0  # requests of ordering keys, each checked against the key's in flight
+        self.max_key_in_flight = 0  # the most requests of one key ever in flight at once
         self._in_flight: dict[str, int] = {}
         self.max_in_flight: dict[str, int] = {}
         self._serial_ids: dict[int, str] = {}
@@ -68,18 +82,39 @@ class Ledger:
                 self.first_successes += 1
             delivery.successes.append(now)
 
-    def ordered_start(self, key: str, seq: int, now: float) -> None:
-        """An ordering key's tasks go one at a time, in the order they were enqueued."""
-        if self._key_busy.get(key, 0):
-            self.breaches.append(Breach(now, "overlap", f"key {key}: seq {seq} while another was in flight"))
+    def ordered_start(self, key: str, seq: int, webhook_id: str, now: float) -> KeyedRequest:
+        """An ordering key's tasks go one at a time, in the order they were enqueued: a request
+        that arrives while another of its key is in flight overlaps it (one breach per request
+        it overlaps), one with a lower seq than the highest seen is out of order. Hand what it
+        returns to ``ordered_end`` once the request is answered or its connection gone."""
+        self.keyed_requests += 1
+        in_flight = self._key_in_flight.setdefault(key, [])
+        for other in in_flight:
+            self.breaches.append(
+                Breach(
+                    now,
+                    "overlap",
+                    f"key {key}: seq {seq} ({webhook_id}) arrived while seq {other.seq} "
+                    f"({other.webhook_id}) was in flight, for {now - other.arrived:.3f}s",
+                )
+            )
         high = self._key_high.get(key, -1)
         if seq < high:
             self.breaches.append(Breach(now, "order", f"key {key}: seq {seq} after seq {high}"))
         self._key_high[key] = max(high, seq)
-        self._key_busy[key] = self._key_busy.get(key, 0) + 1
+        request = KeyedRequest(key, seq, webhook_id, now)
+        in_flight.append(request)
+        self.max_key_in_flight = max(self.max_key_in_flight, len(in_flight))
+        return request
 
-    def ordered_end(self, key: str) -> None:
-        self._key_busy[key] -= 1
+    def in_flight_of(self, key: str) -> int:
+        return len(self._key_in_flight.get(key, ()))
+
+    def ordered_end(self, request: KeyedRequest) -> None:
+        in_flight = self._key_in_flight[request.key]
+        in_flight.remove(request)
+        if not in_flight:
+            del self._key_in_flight[request.key]
 
     def limited_start(self, queue: str, limit: int, now: float) -> None:
         in_flight = self._in_flight.get(queue, 0) + 1

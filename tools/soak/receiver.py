@@ -6,8 +6,9 @@ keeps one per scheme, host and port):
 - ``good``: ``/ok/<serial>`` 204; ``/flaky/<serial>`` 500 for the first ``serial % 3 + 1``
   requests, then 204; ``/gone/<serial>`` 410; ``/fail/<serial>`` always 500;
   ``/delay/<serial>/<due>`` 204, and a breach if it came before ``due`` (unix ms);
-  ``/key/<key>/<seq>/<serial>`` 204 (every 20th serial 500 once), one at a time per key and
-  in order; ``/limited/<serial>`` held 20 ms, never more in flight than the queue's limit;
+  ``/key/<key>/<seq>/<serial>`` held 200 ms, then 204 (every 20th serial 500 once), one at a
+  time per key (never two of a key in flight here at once) and in order;
+  ``/limited/<serial>`` held 20 ms, never more in flight than the queue's limit;
   ``/ep/<name>`` an endpoint's event deliveries (the body carries the serial), every 7th
   serial 500 once on ``ep/flaky``.
 - ``rough``: ``/rough/<serial>`` 204 (most of its traffic); on the first request of each
@@ -36,6 +37,11 @@ from tools.soak.ledger import Delivery, Ledger
 
 STALL_SECONDS = 7.0  # longer than the soak queues' 5 s timeout
 LIMITED_HOLD = 0.02
+# A keyed request is held so that it is in flight here for a while: answered at once, two of
+# a key could never be seen at the same time. Long enough that a request sent without a lease
+# (issue 40) is likely to land while another of its key is held (each key gets about 1.2 a
+# second at 500 sends a second), short enough that a key's backlog drains.
+KEY_HOLD = 0.2
 _REASONS = {204: "No Content", 410: "Gone", 429: "Too Many Requests", 500: "Internal Server Error"}
 
 
@@ -119,7 +125,7 @@ class Receiver:
                 self.ledger.early(webhook_id, due - now, now)
             self._answer(delivery, connection, 204, now)
         elif kind == "key":
-            self._keyed(parts[2], int(parts[3]), serial, delivery, connection, now)
+            self._keyed(parts[2], int(parts[3]), serial, webhook_id, delivery, connection, now)
         elif kind == "limited":
             self._limited(delivery, connection, now)
         elif kind in ("stall", "reset", "throttle"):
@@ -147,19 +153,35 @@ class Receiver:
         self._answer(delivery, connection, 500 if flaky else 204, now)
 
     def _keyed(
-        self, key: str, seq: int, serial: int, delivery: Delivery, connection: _Connection, now: float
+        self,
+        key: str,
+        seq: int,
+        serial: int,
+        webhook_id: str,
+        delivery: Delivery,
+        connection: _Connection,
+        now: float,
     ) -> None:
-        self.ledger.ordered_start(key, seq, now)
-        connection.on_end(lambda: self.ledger.ordered_end(key))
+        request = self.ledger.ordered_start(key, seq, webhook_id, now)
+        connection.on_end(lambda: self.ledger.ordered_end(request))
         status = 500 if serial % 20 == 0 and delivery.requests == 1 else 204
-        self._answer(delivery, connection, status, now)
+        self._answer_later(delivery, connection, status, KEY_HOLD)
 
     def _limited(self, delivery: Delivery, connection: _Connection, now: float) -> None:
         queue = "soak-limited"
         self.ledger.limited_start(queue, self.limits[queue], now)
         connection.on_end(lambda: self.ledger.limited_end(queue))
-        loop = asyncio.get_running_loop()
-        loop.call_later(LIMITED_HOLD, lambda: self._answer(delivery, connection, 204, time.time()))
+        self._answer_later(delivery, connection, 204, LIMITED_HOLD)
+
+    def _answer_later(self, delivery: Delivery, connection: _Connection, status: int, hold: float) -> None:
+        """Answer after ``hold`` seconds, unless the connection is gone by then (Workly killed):
+        an answer nobody can read is no 2xx for the books."""
+
+        def answer() -> None:
+            if connection.open:
+                self._answer(delivery, connection, status, time.time())
+
+        asyncio.get_running_loop().call_later(hold, answer)
 
     def _rough(self, kind: str, delivery: Delivery, connection: _Connection, now: float) -> None:
         if delivery.requests > 1:
@@ -233,6 +255,10 @@ class _Connection(asyncio.Protocol):
         self._end()  # the request is over for the ledger before the client can send the next
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(response)
+
+    @property
+    def open(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
 
     def abort(self) -> None:
         if self._transport is not None:

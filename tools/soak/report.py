@@ -19,6 +19,7 @@ from typing import Any
 from tools.soak.books import Books
 from tools.soak.faults import Fault
 from tools.soak.monitor import Sample
+from tools.soak.receiver import KEY_HOLD
 
 PERIODS = 5
 
@@ -90,8 +91,10 @@ def summary(
         f"{len(books.unexpected_failures)} · database/receiver disagreements {len(books.disagreements)}",
         f"duplicates: {books.duplicates:,} ({books.excused_duplicates:,} within a fault's window, "
         f"{books.excused_by_stall:,} within a stall's, {len(books.unexcused_duplicates)} not)",
-        f"breaches: {dict(books.breaches) or 'none'} (excused after a continued process or a clock "
-        f"jump: {dict(books.excused_breaches) or 'none'})",
+        f"breaches: {dict(books.breaches) or 'none'} (excused after a clock jump, or, but for "
+        f"overlaps, a continued process: {dict(books.excused_breaches) or 'none'})",
+        f"ordering keys: {books.keyed_requests:,} requests, each held {KEY_HOLD * 1000:.0f} ms; at most "
+        f"{books.max_key_in_flight} of one key in flight at the receiver at once",
         f"most in flight: {limits}",
         "faults:",
         *(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from workly import __version__
 from workly.clock import Clock
-from workly.dispatch.http import Blocked, ConnectError, HttpClient, HttpError
+from workly.dispatch.http import Blocked, ConnectError, HttpClient, HttpError, NotSent
 from workly.dispatch.policy import DeliveryOutcome, parse_retry_after
 from workly.models import ClaimedTask
 from workly.request_rules import request_target
@@ -53,12 +54,18 @@ class Deliverer:
             signer = self._queue_signers[task.signing_secret] = Signer(task.signing_secret.split())
         return signer
 
-    async def deliver(self, task: ClaimedTask) -> DeliveryOutcome:
+    async def deliver(self, task: ClaimedTask, may_send: Callable[[], bool] | None = None) -> DeliveryOutcome:
+        """One attempt. ``may_send``: asked right before the request is written; when it says
+        no, NotSent is raised and nothing was sent (the dispatcher's lease deadline)."""
         context = parse_trace_context(task.traceparent, task.tracestate) if task.traceparent else None
         if context is None and not self._tracing.enabled:
-            return await self._attempt(task, None)
+            return await self._attempt(task, None, may_send)
         with self._tracing.attempt(task.method, context, self._span_attributes(task)) as span:
-            outcome = await self._attempt(task, span.context)
+            try:
+                outcome = await self._attempt(task, span.context, may_send)
+            except NotSent:
+                span.failed = "not sent: its lease may have ended"
+                raise
             if outcome.status_code is not None:
                 span.attributes["http.response.status_code"] = outcome.status_code
             if outcome.error is not None or not 200 <= (outcome.status_code or 0) < 300:
@@ -81,13 +88,15 @@ class Deliverer:
         where = {"url.scheme": target.scheme, "server.address": target.raw_host, "server.port": target.port}
         return {**shown, **{name: value for name, value in where.items() if value is not None}}
 
-    async def _attempt(self, task: ClaimedTask, trace: TraceContext | None) -> DeliveryOutcome:
+    async def _attempt(
+        self, task: ClaimedTask, trace: TraceContext | None, may_send: Callable[[], bool] | None
+    ) -> DeliveryOutcome:
         started = self._clock.now()
         headers = self._headers(task, int(started.timestamp()), trace)
         try:
             max_body = self._capture_limit if task.capture_response else None
             response = await self._client.request(
-                task.method, task.url, headers, task.body, max_body, timeout=task.timeout
+                task.method, task.url, headers, task.body, max_body, timeout=task.timeout, may_send=may_send
             )
             finished = self._clock.now()
             retry_after = parse_retry_after(response.headers.get("retry-after"), finished)
@@ -99,6 +108,8 @@ class Deliverer:
             # log: the attempt is readable through the API, and must not map the network.
             log.warning("delivery of task %s blocked: %s", task.id, exc)
             return DeliveryOutcome(started, self._clock.now(), error=BLOCKED, permanent=True)
+        except NotSent:
+            raise  # no attempt was made: the dispatcher leaves the task to its lease
         except ConnectError as exc:
             error = f"connection failed: {exc}"
         except HttpError as exc:

@@ -28,7 +28,10 @@ from workly.batching import GroupCommitter
 from workly.breaker import BreakerRules
 from workly.clock import Clock
 from workly.delivery_stats import Rollup
+from workly.dispatch.attempt_log import log_attempt
 from workly.dispatch.deliverer import Deliverer
+from workly.dispatch.http import NotSent
+from workly.dispatch.leases import Lease, send_by
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
 from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
@@ -80,12 +83,12 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._abandon = asyncio.Event()
         self._holder = f"{socket.gethostname()}:{os.getpid()}"  # what a leased task shows
-        self._in_flight: dict[asyncio.Task[None], ClaimedTask] = {}
+        self._in_flight: dict[asyncio.Task[None], Lease] = {}
         self._eager = eager
         self._reserved = 0  # slots offered to enqueues whose transactions are under way
         # Tasks claimed or leased while every slot was taken (an enqueue's offer overlapped a
         # claim, which sized its batch before the offer): each starts when a slot frees.
-        self._waiting: collections.deque[ClaimedTask] = collections.deque()
+        self._waiting: collections.deque[Lease] = collections.deque()
         self._results: GroupCommitter[AttemptResult, RecordSummary] = GroupCommitter(
             self._record,
             max_batch=result_batch_max,
@@ -162,14 +165,15 @@ class Dispatcher:
         self._wake.set()
 
     # --- eager dispatch ------------------------------------------------------------
-    def offer(self, wanted: int) -> LeaseOffer | None:
+    def offer(self, wanted: int, since: float) -> LeaseOffer | None:
         """Hold up to ``wanted`` free slots for an enqueue about to run (None: none free,
-        stopping, or eager dispatch off). Every offer is settled by ``adopt``."""
+        stopping, or eager dispatch off). Every offer is settled by ``adopt``. ``since``: the
+        clock's monotonic reading taken before the enqueue read its ``now`` (dispatch/leases.py)."""
         slots = min(wanted, self._free_slots())
         if not self._eager or self._stopping or slots <= 0:
             return None
         self._reserved += slots
-        return LeaseOffer(slots, self._new_lease_token(), self._lease_margin)
+        return LeaseOffer(slots, self._new_lease_token(), self._lease_margin, since)
 
     def adopt(self, offer: LeaseOffer, leased: Sequence[ClaimedTask]) -> None:
         """The enqueue that took ``offer`` is over: start the deliveries of what it leased
@@ -177,8 +181,9 @@ class Dispatcher:
         self._reserved -= offer.slots
         if leased:
             self._metrics.eager_dispatches.inc(len(leased))
+        deadline = send_by(offer.since, self._lease_margin)
         for task in leased:
-            self._start_delivery(task)
+            self._start_delivery(Lease(task, deadline))
         if len(leased) < offer.slots:
             self._wake.set()
 
@@ -188,11 +193,13 @@ class Dispatcher:
             self.last_tick = self._clock.monotonic()
             self._wake.clear()
             wanted = self._free_slots()
+            since = self._clock.monotonic()  # before the claim reads its now: dispatch/leases.py
             claim = await self._claim(wanted) if wanted > 0 else Claim([])
             if claim.tasks:
                 self._metrics.claim_batch.observe(len(claim.tasks))
+            deadline = send_by(since, self._lease_margin)
             for task in claim.tasks:
-                self._start_delivery(task)
+                self._start_delivery(Lease(task, deadline))
             if claim.tasks and (len(claim.tasks) == wanted or claim.more):
                 continue  # a full batch, or shares cut it short: there may be more, claim again
             # Nothing more is due now. The next wake (an enqueue committed, a delivery
@@ -226,11 +233,20 @@ class Dispatcher:
 
         A lease is never shorter than the margin, so a live process renews each lease at
         least three times before it could expire: only a dead or stalled process loses one.
+        Only the leases the database renewed get a later local deadline, and only as late as
+        this call's own monotonic reading allows (read before its now).
         """
         held = [*self._in_flight.values(), *self._waiting]
-        leases = [(task.seq, task.lease_token) for task in held]
-        if leases:
-            await self._storage.extend_leases(leases, self._clock.now(), self._lease_margin)
+        if held:
+            since = self._clock.monotonic()
+            extended = await self._storage.extend_leases(
+                [(lease.task.seq, lease.task.lease_token) for lease in held],
+                self._clock.now(),
+                self._lease_margin,
+            )
+            for lease in held:
+                if (lease.task.seq, lease.task.lease_token) in extended:
+                    lease.renewed(since, self._lease_margin)
             self.heartbeats += 1
 
     async def _sleep(self, rate_wait: float | None) -> None:
@@ -238,12 +254,12 @@ class Dispatcher:
         await self._clock.wait(self._wake, timeout)
 
     # --- deliveries ------------------------------------------------------------------
-    def _start_delivery(self, task: ClaimedTask) -> None:
+    def _start_delivery(self, lease: Lease) -> None:
         if len(self._in_flight) >= self._max_in_flight:
-            self._waiting.append(task)
+            self._waiting.append(lease)
             return
-        delivery = asyncio.create_task(self._deliver(task), name=f"deliver-{task.id}")
-        self._in_flight[delivery] = task
+        delivery = asyncio.create_task(self._deliver(lease), name=f"deliver-{lease.task.id}")
+        self._in_flight[delivery] = lease
         self._metrics.in_flight.set(len(self._in_flight))
         delivery.add_done_callback(self._delivery_done)
 
@@ -258,7 +274,11 @@ class Dispatcher:
             self._start_delivery(self._waiting.popleft())
         self._wake.set()
 
-    async def _deliver(self, task: ClaimedTask) -> None:
+    async def _deliver(self, lease: Lease) -> None:
+        task = lease.task
+        if lease.lapsed(self._clock.monotonic()):  # it waited for a slot, or the process was stopped
+            self._lapsed(lease)
+            return
         late = overdue(task, self._clock.now())
         if late is not None:
             log.info("task %s not sent: %s", task.id, late.error)
@@ -266,7 +286,12 @@ class Dispatcher:
             self._rollup.add(task.queue, task.endpoint_id, self._clock.now(), late.outcome, None)
             await self._submit(task, late)
             return
-        outcome = await self._deliverer.deliver(task)
+        try:
+            # Asked again right before the request is written: connecting may take long.
+            outcome = await self._deliverer.deliver(task, lambda: not lease.lapsed(self._clock.monotonic()))
+        except NotSent:
+            self._lapsed(lease)
+            return
         result = judge(task, outcome, self._rng)
         seconds = (outcome.finished_at - outcome.started_at).total_seconds()
         self._observe(task, outcome, result, seconds)
@@ -275,8 +300,22 @@ class Dispatcher:
         # not succeed stays at info, where the operator looks.
         level = logging.DEBUG if result.outcome == "succeeded" else logging.INFO
         if log.isEnabledFor(level):
-            _log_attempt(level, task, outcome, result, seconds)
+            log_attempt(level, task, outcome, result, seconds)
         await self._submit(task, result)
+
+    def _lapsed(self, lease: Lease) -> None:
+        """Its lease may end before a request written now would be over (the reaper of any
+        process may even have given the task back): not sent, and no result recorded, as a
+        delivery abandoned at shutdown. The lease brings it back through the reaper, which
+        counts the attempt as "lease expired"."""
+        late = self._clock.monotonic() - lease.send_by
+        log.warning(
+            "task %s not sent: %.1fs past the last moment its lease covered a request (this process "
+            "was stopped or kept waiting); it comes back through the reaper",
+            lease.task.id,
+            late,
+        )
+        self._metrics.leases_lapsed.inc()
 
     async def _submit(self, task: ClaimedTask, result: AttemptResult) -> None:
         """Record the result; while the database is unavailable (down, restarting, too slow,
@@ -322,7 +361,7 @@ class Dispatcher:
             return True
         if not held:
             log.info("task %s: its result was recorded after all, or its lease taken over", task.id)
-        return held > 0
+        return bool(held)
 
     def _observe(
         self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
@@ -357,36 +396,3 @@ class Dispatcher:
         if summary.stale:
             log.warning("refused %d stale result(s): their lease had been taken over", summary.stale)
         return [summary] * len(results)
-
-
-def _log_attempt(
-    level: int, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
-) -> None:
-    log.log(
-        level,
-        "attempt task=%s queue=%s attempt=%d status=%s outcome=%s duration_ms=%.1f%s",
-        task.id,
-        task.queue,
-        task.attempt,
-        outcome.status_code if outcome.status_code is not None else "-",
-        result.outcome,
-        seconds * 1000,
-        f" error={result.error!r}" if result.error and outcome.status_code is None else "",
-        extra={"fields": _attempt_fields(task, outcome, result, seconds)},
-    )
-
-
-def _attempt_fields(
-    task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
-) -> dict[str, object]:
-    """The attempt line's facts as fields, for JSON logs."""
-    return {
-        "event": "attempt",
-        "task": task.id,
-        "queue": task.queue,
-        "attempt": task.attempt,
-        "status": outcome.status_code,
-        "outcome": result.outcome,
-        "duration_ms": round(seconds * 1000, 1),
-        "error": result.error,
-    }

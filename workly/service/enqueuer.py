@@ -16,22 +16,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
 from workly.dispatch.dispatcher import Dispatcher
 from workly.metrics import Metrics
 from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
-from workly.storage.contract import TaskStore
 from workly.storage.tasks import may_lease_new
 
 log = logging.getLogger("workly.enqueue")
 
 
+class EnqueueStore(Protocol):
+    """What the enqueuer needs of the TaskStore role (tests give a stand-in of these alone)."""
+
+    async def enqueue(
+        self, tasks: Sequence[NewTask], now: datetime, offer: LeaseOffer | None = None
+    ) -> list[Enqueued]: ...
+
+    async def leased_tasks(self, ids: Sequence[str], lease_token: str) -> list[ClaimedTask]: ...
+
+
 class Enqueuer:
     def __init__(
         self,
-        storage: TaskStore,
+        storage: EnqueueStore,
         clock: Clock,
         on_committed: Callable[[], None],
         max_requests_per_commit: int = 200,
@@ -77,10 +88,11 @@ class Enqueuer:
         return answers
 
     async def _store(self, tasks: list[NewTask]) -> list[Enqueued]:
+        since = self._clock.monotonic()  # before now: where a lease taken here may begin
         now = self._clock.now()
         dispatcher = self._dispatcher
         wanted = 0 if dispatcher is None else sum(1 for task in tasks if may_lease_new(task, now))
-        offer = dispatcher.offer(wanted) if dispatcher is not None and wanted else None
+        offer = dispatcher.offer(wanted, since) if dispatcher is not None and wanted else None
         if dispatcher is None or offer is None:
             return await self._storage.enqueue(tasks, now)
         try:

@@ -8,7 +8,7 @@ certificate), errors.py.
 
 from workly.dispatch.http.client import HttpClient, Resolver, system_resolver
 from workly.dispatch.http.connection import MAX_RESPONSE_HEADER_BYTES, HttpResponse
-from workly.dispatch.http.errors import Blocked, ConnectError, HttpError, ProtocolError, ProxyRefused
+from workly.dispatch.http.errors import Blocked, ConnectError, HttpError, NotSent, ProtocolError, ProxyRefused
 from workly.dispatch.http.tls import client_tls
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "HttpClient",
     "HttpError",
     "HttpResponse",
+    "NotSent",
     "ProtocolError",
     "ProxyRefused",
     "Resolver",

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 
 from workly.dispatch.http.connect import HAPPY_EYEBALLS_DELAY, connect_first, open_tunnel
 from workly.dispatch.http.connection import Connection, HttpResponse
-from workly.dispatch.http.errors import Blocked, ConnectError, ProtocolError, ProxyRefused
+from workly.dispatch.http.errors import Blocked, ConnectError, NotSent, ProtocolError, ProxyRefused
 from workly.dispatch.http.pool import IdlePool, Origin
 from workly.dispatch.http.request import encode_request
 from workly.request_rules import request_target
@@ -140,10 +140,13 @@ class HttpClient:
         *,
         # The client keeps the deadline itself: a response head that came in time stands.
         timeout: float | None = None,  # noqa: ASYNC109
+        may_send: Callable[[], bool] | None = None,
     ) -> HttpResponse:
         """Send one request. ``timeout``: seconds for the whole exchange; TimeoutError when
         no response head arrived within it. ``max_body``: response bytes to keep for this
-        request (default: the client's)."""
+        request (default: the client's). ``may_send``: asked once the connection is ready,
+        right before the request is written (a connection may take seconds); NotSent when it
+        says no, and the connection stays usable."""
         target = request_target(url)
         if target.scheme not in ("http", "https") or not target.raw_host or target.port is None:
             raise ProtocolError(f"not an absolute http(s) URL: {url!r}")
@@ -162,7 +165,7 @@ class HttpClient:
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         conn = self._pool.take(origin) or await self._connect(origin, lookup, deadline)
         keep = self._max_body if max_body is None else max_body
-        response = await self._exchange(origin, conn, message, method == "HEAD", keep, deadline)
+        response = await self._exchange(origin, conn, message, method == "HEAD", keep, deadline, may_send)
         if forward_to is not None and response.status == 407:
             # Only a proxy answers 407: the request never reached the receiver.
             raise ProxyRefused(f"the proxy wants other credentials (407) for {authority(*origin)}")
@@ -176,10 +179,15 @@ class HttpClient:
         head: bool,
         max_body: int,
         deadline: float | None,
+        may_send: Callable[[], bool] | None,
     ) -> HttpResponse:
         if deadline is not None and deadline <= asyncio.get_running_loop().time():
             self._pool.put(origin, conn)  # no time left to send in: nothing is written
             raise TimeoutError
+        # Asked here, with no await before the write: nothing else runs in between.
+        if may_send is not None and not may_send():
+            self._pool.put(origin, conn)
+            raise NotSent
         try:
             answer = conn.send(message, head, max_body)
         except BaseException:

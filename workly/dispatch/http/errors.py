@@ -22,3 +22,8 @@ class ProtocolError(HttpError):
 
 class Blocked(HttpError):
     """The outbound policy refuses the target's address: nothing was sent."""
+
+
+class NotSent(Exception):
+    """The caller's ``may_send`` said no right before the request would have been written:
+    nothing was sent. Not an HttpError: no attempt was made, so there is nothing to judge."""

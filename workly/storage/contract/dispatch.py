@@ -43,6 +43,8 @@ class DispatchStore(Protocol):
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
-    ) -> int:
+    ) -> set[tuple[int, str]]:
         """The heartbeat: for each (task seq, lease token) still held, move the lease's expiry
-        to now + the task's timeout + ``lease_margin``, in one statement. Returns how many."""
+        to now + the task's timeout + ``lease_margin``, in one statement. Returns the leases
+        it extended: the dispatcher renews its own deadline for those only (a seq alone could
+        name a task this process claimed again under a new lease after losing the old one)."""

@@ -109,15 +109,15 @@ class PostgresDispatch:
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
-    ) -> int:
+    ) -> set[tuple[int, str]]:
         if not leases:
-            return 0
+            return set()
         params: dict[str, Any] = {
             "now": now, "lease_margin": lease_margin, "seqs": [seq for seq, _ in leases],
             "lease_tokens": [token for _, token in leases],
         }  # fmt: skip
         extended = await retrying_contention(lambda: fetch(self._pool, self._q.extend_leases, **params))
-        return len(extended)
+        return {(row["seq"], row["lease_token"]) for row in extended}
 
 
 def _placed(row: asyncpg.Record) -> tuple[int, int, datetime, int]:

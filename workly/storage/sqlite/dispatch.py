@@ -42,12 +42,12 @@ class SqliteDispatch:
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
-    ) -> int:
+    ) -> set[tuple[int, str]]:
         if not leases:
-            return 0
+            return set()
         params = {"now": to_us(now), "lease_margin": lease_margin, "leases": to_json(list(leases))}
         extended = await self._writer.transaction(self._bookkeeping, fetchall, _q().extend_leases, params)
-        return len(extended)
+        return {(row["seq"], row["lease_token"]) for row in extended}
 
 
 def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: BreakerRules) -> RecordSummary:

@@ -947,7 +947,7 @@ UPDATE tasks t
 SET lease_expires_at = :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
 FROM held h, queues q
 WHERE t.seq = h.seq AND q.name = t.queue
-RETURNING t.seq;
+RETURNING t.seq, t.lease_token;
 
 -- name: prune_succeeded
 -- Retention: :cutoff cutoff, :limit batch size. Small batches keep each transaction short; the

@@ -405,7 +405,7 @@ SET lease_expires_at = :now + CAST(
         * 1000000 AS INTEGER)
 WHERE (seq, lease_token) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:leases))
   AND status = 'running'
-RETURNING seq;
+RETURNING seq, lease_token;
 
 -- name: prune_succeeded
 -- Retention (see postgres.sql); the attempts go with their task (ON DELETE CASCADE).
