@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from datetime import UTC, datetime
 
 import httpx
@@ -11,6 +10,7 @@ import pytest
 
 from tests.storage.helpers import in_queue, new
 from tests.support.clock import VirtualClock
+from tests.support.metrics import sample
 from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET, running_app
 from workly.config import Settings
@@ -19,18 +19,6 @@ from workly.models import Queue, QueueConfig
 from workly.service.upkeep import Upkeep
 from workly.service.upkeep.queue_gauges import QueueGauges
 from workly.storage.contract import Storage
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (labels in any order)."""
-    for line in text.splitlines():
-        match = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
-        if not match or match.group(1) != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(match.group(3))
-    raise AssertionError(f"no sample {name} {labels} in:\n{text}")
 
 
 def test_children_record_into_their_own_label_values() -> None:

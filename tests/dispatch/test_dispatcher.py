@@ -17,6 +17,7 @@ from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
 from workly.errors import StorageUnavailable
+from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, QueueConfig, RecordSummary, Task
 from workly.signing import Signer
 from workly.ssrf_guard import LOOPBACK, OutboundPolicy
@@ -26,10 +27,16 @@ LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 
 
 @asynccontextmanager
-async def dispatching(store: DispatchStore, **options: float) -> AsyncIterator[Dispatcher]:
+async def dispatching(
+    store: DispatchStore, metrics: Metrics | None = None, **options: float
+) -> AsyncIterator[Dispatcher]:
     client = HttpClient(policy=LOCAL)
     dispatcher = Dispatcher(
-        store, Deliverer(client, Signer([TEST_SECRET]), SystemClock()), SystemClock(), **options
+        store,
+        Deliverer(client, Signer([TEST_SECRET]), SystemClock()),
+        SystemClock(),
+        metrics=metrics,
+        **options,
     )  # type: ignore[arg-type]
     dispatcher.start()
     try:
@@ -63,11 +70,13 @@ async def wait_for_status(storage: Storage, task_id: str, status: str, timeout: 
 
 
 async def test_an_enqueue_wakes_the_dispatcher(storage: Storage) -> None:
+    metrics = Metrics()
     async with (
         running_receiver(TEST_SECRET) as receiver,
-        dispatching(storage.dispatch, poll_interval=60) as dispatcher,
+        dispatching(storage.dispatch, metrics, poll_interval=60) as dispatcher,
     ):
-        await asyncio.sleep(0.05)  # the loop has claimed nothing and sleeps on its 60 s poll
+        # The loop has claimed nothing, and sleeps on its 60 s poll.
+        await wait_until(lambda: metrics.registry.get_sample_value("workly_claim_duration_seconds_count"))
         task = new(url=receiver.url("/hook"), body=b"payload")
         await storage.tasks.enqueue([task], SystemClock().now())
         dispatcher.wake()
@@ -140,8 +149,7 @@ async def test_redirects_are_not_followed(storage: Storage) -> None:
 
 async def test_stop_ends_the_loop_and_health_sees_it(storage: Storage) -> None:
     async with dispatching(storage.dispatch, poll_interval=0.05) as dispatcher:
-        await asyncio.sleep(0.1)
-        assert dispatcher.alive(stall_seconds=5)
+        await wait_until(lambda: dispatcher.alive(stall_seconds=5))
     assert not dispatcher.alive(stall_seconds=5)
 
 

@@ -9,7 +9,15 @@ from collections.abc import AsyncIterator
 import pytest
 import trustme
 
-from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
+from tests.support.clock import VirtualClock
+from tests.support.raw_server import (
+    OK,
+    answering,
+    answering_then_closing,
+    forever,
+    raw_server,
+    read_request,
+)
 from workly.dispatch.http import ConnectError, HttpClient, NotSent, ProtocolError
 from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
@@ -128,7 +136,7 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced(client: Htt
 
     async with raw_server(one_per_connection) as server:
         first = await client.request("POST", server.url + "/", {}, b"1")
-        await asyncio.sleep(0.05)
+        await server.until_closed(1)  # its FIN is in the client's socket (loopback)
         second = await client.request("POST", server.url + "/", {}, b"2")
     assert (first.status, second.status, server.connections) == (204, 204, 2)
 
@@ -136,7 +144,7 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced(client: Htt
 async def test_a_timeout_closes_the_connection(client: HttpClient) -> None:
     async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        await asyncio.sleep(10)
+        await forever()
 
     async with raw_server(never_answers) as server:
         with pytest.raises(TimeoutError):
@@ -193,21 +201,33 @@ async def test_an_ascii_url_goes_out_exactly_as_given(client: HttpClient) -> Non
 
 
 async def test_bytes_arriving_on_an_idle_connection_retire_it(client: HttpClient) -> None:
-    extra = OK + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"  # one request, two answers
-    async with raw_server(answering(extra, OK)) as server:
+    answered, stray_sent = asyncio.Event(), asyncio.Event()
+
+    async def then_a_stray_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(OK)
+        await answered.wait()  # the connection is idle in the client's pool
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")  # nobody asked for it
+        await writer.drain()  # on loopback: in the client's socket once written
+        stray_sent.set()
+        await answering(OK)(reader, writer)
+
+    async with raw_server(then_a_stray_answer) as server:
         assert (await client.request("POST", server.url + "/", {}, b"")).status == 204
-        await asyncio.sleep(0.05)
+        answered.set()
+        await stray_sent.wait()
         assert (await client.request("POST", server.url + "/", {}, b"")).status == 204
     assert server.connections == 2  # the second answer was not taken for the next request's
 
 
 async def test_expired_idle_connections_are_closed_not_kept(client: HttpClient) -> None:
-    quick = HttpClient(idle_timeout=0.05, policy=LOCAL)
+    clock = VirtualClock()
+    quick = HttpClient(idle_timeout=0.05, policy=LOCAL, clock=clock)
     try:
         async with raw_server(answering(OK, OK, OK)) as server:
             await asyncio.gather(*(quick.request("POST", server.url + "/", {}, b"") for _ in range(3)))
             assert quick.idle_connections == 3
-            await asyncio.sleep(0.1)
+            clock.advance(0.1)
             await quick.request("POST", server.url + "/", {}, b"")
             assert quick.idle_connections == 1
         assert server.connections == 4

@@ -5,7 +5,6 @@ Workly can see of the target."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import AsyncIterator
 
@@ -13,7 +12,7 @@ import pytest
 import trustme
 
 from tests.support.proxy import RecordingProxy, running_proxy
-from tests.support.raw_server import OK, answering, raw_server
+from tests.support.raw_server import OK, answering, forever, raw_server
 from workly.dispatch.http import Blocked, ConnectError, HttpClient, ProxyRefused
 from workly.dispatch.http import client as http_client
 from workly.ssrf_guard import LOOPBACK, OutboundPolicy, Proxy, parse_proxy
@@ -269,7 +268,7 @@ async def test_a_lookup_that_hangs_leaves_a_name_to_the_proxy_but_never_an_addre
     monkeypatch.setattr(http_client, "PROXIED_LOOKUP_TIMEOUT", 0.1)
 
     async def hangs(host: str, port: int) -> list[str]:
-        await asyncio.sleep(30)  # a resolver that never answers (only the proxy has DNS)
+        await forever()  # a resolver that never answers (only the proxy has DNS)
         raise AssertionError("unreachable")
 
     client = HttpClient(policy=OutboundPolicy(), proxy=parse_proxy(proxy.url), resolver=hangs)

@@ -13,7 +13,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.raw_server import OK, answering, answering_then_closing, raw_server, read_request
+from tests.support.clock import VirtualClock
+from tests.support.raw_server import (
+    OK,
+    answering,
+    answering_then_closing,
+    forever,
+    raw_server,
+    read_request,
+)
 from workly.dispatch.http import HttpClient, HttpResponse, ProtocolError
 from workly.ssrf_guard import LOOPBACK, OutboundPolicy
 
@@ -121,7 +129,7 @@ async def test_a_stalled_body_after_the_head_keeps_the_status(client: HttpClient
         await read_request(reader)
         writer.write(b"HTTP/1.1 %d X\r\nContent-Length: 1000\r\n\r\npart" % status)
         await writer.drain()
-        await asyncio.sleep(30)
+        await forever()
 
     async with raw_server(head_then_stall) as server:
         response = await client.request("POST", server.url + "/", {}, b"x", timeout=0.3)
@@ -134,7 +142,7 @@ async def test_no_head_within_the_timeout_is_a_timeout(client: HttpClient) -> No
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Le")  # half a head
         await writer.drain()
-        await asyncio.sleep(30)
+        await forever()
 
     async with raw_server(silent) as server:
         with pytest.raises(TimeoutError):
@@ -168,7 +176,7 @@ async def test_a_request_the_receiver_read_then_dropped_is_not_sent_again(client
         assert (await send(client, server.url)).status == 204
         with pytest.raises(ProtocolError, match="without answering"):
             await send(client, server.url)
-        await asyncio.sleep(0.1)
+        await server.until_closed(1)  # the handler is done: both requests it read are recorded
     assert (len(requests), server.connections) == (2, 1)
 
 
@@ -215,11 +223,12 @@ async def test_idle_connections_are_closed_when_they_expire_without_further_use(
 
 async def test_a_servers_keep_alive_timeout_shortens_the_idle_expiry() -> None:
     answer = b"HTTP/1.1 204 No Content\r\nKeep-Alive: timeout=1\r\n\r\n"  # dropped after 0 s idle
-    quick = HttpClient(idle_timeout=60, policy=LOCAL)
+    clock = VirtualClock()
+    quick = HttpClient(idle_timeout=60, policy=LOCAL, clock=clock)
     try:
         async with raw_server(answering(answer, answer)) as server:
             await send(quick, server.url)
-            await asyncio.sleep(0.01)
+            clock.advance(0.01)
             await send(quick, server.url)
         assert server.connections == 2  # the first was not reused past its server's timeout
     finally:
@@ -268,14 +277,14 @@ async def test_an_answer_that_arrives_as_the_deadline_passes_is_in_time() -> Non
     (a timeout here would send a delivered webhook again)."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    received = threading.Event()
+    received, busy = threading.Event(), threading.Event()
 
     def answer_soon() -> None:
         conn, _ = listener.accept()
         with conn:
             conn.recv(65536)
             received.set()
-            time.sleep(0.05)  # answers while the loop is busy (below)
+            busy.wait(5)  # answers while the loop is busy (below)
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             conn.recv(1)  # until the client closes
 
@@ -287,6 +296,8 @@ async def test_an_answer_that_arrives_as_the_deadline_passes_is_in_time() -> Non
         sending = asyncio.create_task(client.request("GET", url, {}, b"", timeout=1.0))
         assert await asyncio.to_thread(received.wait, 5)  # written, and waiting for its answer
         # The loop is busy: the answer arrives, the deadline passes.
+        busy.set()
+        # a stall, not a wait: the loop blocked past the deadline is the case under test
         time.sleep(max(0.0, started + 1.0 - time.monotonic()) + 0.2)  # noqa: ASYNC251
         response = await sending
     finally:

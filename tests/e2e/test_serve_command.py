@@ -13,6 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import (
@@ -26,12 +27,29 @@ from tests.e2e.conftest import (
     serve_args,
     wait_for_status,
 )
+from tests.support.metrics import sample
 from tests.support.receiver import Received, running_receiver
 from tests.support.servers import TEST_SECRET, TEST_SERVER_ENV, api_client, free_port, workly_process
 
 pytestmark = pytest.mark.e2e
 
 FAST_RETRIES = {"min_backoff": 0.05, "max_backoff": 0.2}
+
+
+async def claims_later(client: httpx.AsyncClient, claims: int = 3) -> None:
+    """Wait until the server's dispatcher has claimed ``claims`` times more, past the longest
+    backoff (each idle claim comes a poll interval after the last), and delivers nothing."""
+
+    async def metric(name: str) -> float:
+        return sample((await client.get("/metrics")).text, name)
+
+    assert claims * float(POLL_INTERVAL) > FAST_RETRIES["max_backoff"]
+    wanted = await metric("workly_claim_duration_seconds_count") + claims + 1
+    async with asyncio.timeout(10):
+        while await metric("workly_claim_duration_seconds_count") < wanted:
+            await asyncio.sleep(0.02)
+        while await metric("workly_deliveries_in_flight"):
+            await asyncio.sleep(0.02)
 
 
 def lower_headers(received: Received) -> dict[str, str]:
@@ -143,8 +161,7 @@ async def test_410_gone_fails_at_once_and_is_not_retried(e2e: E2E) -> None:
     failed = await wait_for_status(e2e.client, task["id"], "failed")
     assert failed["attempts"] == 1
     assert failed["last_status_code"] == 410
-    # Several poll intervals and max_backoffs: time for a wrong retry to show up.
-    await asyncio.sleep(5 * float(POLL_INTERVAL))
+    await claims_later(e2e.client)  # a wrong retry would have been claimed and sent by now
     assert len(e2e.receiver.at("/gone")) == 1
     after = await get_task(e2e.client, task["id"])
     assert (after["status"], after["attempts"]) == ("failed", 1)
@@ -161,7 +178,7 @@ async def test_failed_once_max_attempts_are_exhausted(e2e: E2E) -> None:
     assert failed["attempts"] == 2
     assert failed["last_status_code"] == 500
     assert [a["status_code"] for a in await get_attempts(e2e.client, task["id"])] == [500, 500]
-    await asyncio.sleep(5 * float(POLL_INTERVAL))
+    await claims_later(e2e.client)
     assert len(e2e.receiver.at("/down")) == 2
 
 

@@ -64,7 +64,7 @@ async def test_a_stopped_watch_process_reports_when_and_how_long(watch: StallWat
     assert pid is not None
     stopped = time.time()
     os.kill(pid, signal.SIGSTOP)
-    await asyncio.sleep(NOTED + 0.5)
+    await asyncio.sleep(NOTED + 0.5)  # a stall, not a wait: how long the process stays stopped
     os.kill(pid, signal.SIGCONT)
     [stall] = await seen(watch, "watch")
     assert stall.began is not None and stall.ended is not None
@@ -76,7 +76,8 @@ async def test_a_stopped_watch_process_reports_when_and_how_long(watch: StallWat
 
 async def test_a_blocked_event_loop_is_a_soak_stall(watch: StallWatch) -> None:
     blocked = time.time()
-    time.sleep(NOTED + 0.3)  # noqa: ASYNC251 - the point: the receivers' loop blocked, as a collection would
+    # a stall, not a wait: the receivers' loop blocked, as a collection would block it
+    time.sleep(NOTED + 0.3)  # noqa: ASYNC251
     [stall] = await seen(watch, "soak")
     assert stall.began is not None and stall.ended is not None
     assert abs(stall.began - blocked) < TICK + 0.5

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 import pytest
 
+from tests.support.clock import VirtualClock
 from tests.support.pg_waits import NotificationProbe
 from workly.storage.postgres import PostgresStorage
 from workly.storage.postgres import notifier as postgres_notifier
@@ -209,11 +210,22 @@ async def test_a_listen_connection_refused_right_after_it_connects_backs_off(
         )
 
     monkeypatch.setattr(postgres_notifier, "use_schema", refused)
-    process = Process(await PostgresStorage.open(pg_url))
+    clock = VirtualClock()
+    process = Process(await PostgresStorage.open(pg_url, clock=clock))
+
+    def failures() -> int:
+        return sum("LISTEN connection failed" in r.getMessage() for r in caplog.records)
+
     try:
-        await process.storage.notifier.listen_for_work(process.on_work, first_wait=0.1)
-        await asyncio.sleep(1.2)
+        listening = asyncio.create_task(
+            process.storage.notifier.listen_for_work(process.on_work, first_wait=0.1)
+        )
+        await until(lambda: failures() == 1)
+        clock.advance(0.1)  # the first wait is over: the listener goes on trying in the background
+        await listening
+        assert clock.next_due == pytest.approx(0.4)  # 0.5 s after the refusal, not at once
+        clock.advance(0.4)
+        await until(lambda: failures() == 2)
+        assert clock.next_due == pytest.approx(1.0)  # then 1 s
     finally:
         await process.storage.close()
-    failures = [r for r in caplog.records if "LISTEN connection failed" in r.getMessage()]
-    assert 1 <= len(failures) <= 4, len(failures)

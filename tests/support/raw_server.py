@@ -29,6 +29,8 @@ class RawServer:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.connections = 0
+        self.closed = 0  # connections this side has closed, its handler done
+        self._closing = asyncio.Condition()
         self.requests: list[bytes] = []
         self.url = ""
 
@@ -40,6 +42,21 @@ class RawServer:
             pass
         finally:
             writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
+                await writer.wait_closed()
+            async with self._closing:
+                self.closed += 1
+                self._closing.notify_all()
+
+    async def until_closed(self, count: int, timeout: float = 10) -> None:
+        """Wait until this side has closed ``count`` connections (their FIN is sent)."""
+        async with asyncio.timeout(timeout), self._closing:
+            await self._closing.wait_for(lambda: self.closed >= count)
+
+
+async def forever() -> None:
+    """A peer that never answers: waits until the test's end cancels it."""
+    await asyncio.Event().wait()
 
 
 @asynccontextmanager

@@ -102,6 +102,7 @@ class Receiver:
         self.in_flight_at[request.path] += 1
         self.peak_at[request.path] = max(self.peak_at[request.path], self.in_flight_at[request.path])
         try:
+            # a stall, not a wait: a slow receiver takes this long to answer (delay())
             await asyncio.sleep(self._delay_for(request.path))
             if request.path in self._gates:
                 await self._gates[request.path].wait()

@@ -31,6 +31,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 
+from workly.clock import Clock
 from workly.dispatch.http.connect import HAPPY_EYEBALLS_DELAY, connect_first, open_tunnel
 from workly.dispatch.http.connection import Connection, HttpResponse
 from workly.dispatch.http.errors import Blocked, ConnectError, NotSent, ProtocolError, ProxyRefused
@@ -114,9 +115,11 @@ class HttpClient:
         max_idle: int = 256,
         proxy: Proxy | None = None,
         happy_eyeballs_delay: float = HAPPY_EYEBALLS_DELAY,
+        clock: Clock | None = None,
     ) -> None:
         """``policy``: the addresses deliveries may reach; by default public ones only.
-        ``max_idle``: idle connections kept over all origins."""
+        ``max_idle``: idle connections kept over all origins. ``clock``: whose monotonic time
+        idle connections age by."""
         self._policy = policy or OutboundPolicy()
         self._resolve = resolver
         self._connect_timeout = connect_timeout
@@ -124,7 +127,7 @@ class HttpClient:
         self._ssl = ssl_context or ssl.create_default_context()
         self._proxy = proxy
         self._delay = happy_eyeballs_delay
-        self._pool = IdlePool(max_idle_per_origin, max_idle, idle_timeout)
+        self._pool = IdlePool(max_idle_per_origin, max_idle, idle_timeout, clock)
 
     @property
     def idle_connections(self) -> int:

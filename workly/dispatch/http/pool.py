@@ -10,9 +10,9 @@ is sent, and at most ``max_total`` wait in all: beyond that the longest idle one
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 
+from workly.clock import Clock, SystemClock
 from workly.dispatch.http.connection import Connection
 
 Origin = tuple[str, str, int]  # scheme, host, port
@@ -20,7 +20,15 @@ _SERVER_MARGIN = 1.0  # seconds before the server's own idle timeout
 
 
 class IdlePool:
-    def __init__(self, max_per_origin: int = 64, max_total: int = 256, idle_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        max_per_origin: int = 64,
+        max_total: int = 256,
+        idle_timeout: float = 15.0,
+        clock: Clock | None = None,
+    ) -> None:
+        """``clock``: whose monotonic time idle connections age by (the system's by default)."""
+        self._clock = clock or SystemClock()
         self._max_per_origin = max_per_origin
         self._max_total = max_total
         self._idle_timeout = idle_timeout
@@ -34,7 +42,7 @@ class IdlePool:
     def take(self, origin: Origin) -> Connection | None:
         """The most recently used live connection to ``origin``, if one is waiting."""
         idle = self._by_origin.get(origin)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         while idle:
             conn = idle.pop()
             del self._origin_of[conn]
@@ -49,7 +57,7 @@ class IdlePool:
         if len(idle) >= self._max_per_origin:
             conn.close()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_since = self._clock.monotonic()
         idle.append(conn)
         self._origin_of[conn] = origin
         while len(self._origin_of) > self._max_total:
@@ -77,7 +85,7 @@ class IdlePool:
 
     def _expire(self) -> None:
         self._sweep = None
-        now = time.monotonic()
+        now = self._clock.monotonic()
         for conn in [c for c in self._origin_of if now >= self._expiry(c) or not c.alive()]:
             self._drop(conn)
         if self._origin_of:
