@@ -19,12 +19,14 @@ from workly.errors import (
     InvalidQueueConfig,
     QueueNotFound,
     ServiceNotRunning,
+    StorageUnavailable,
     TaskNotFound,
     TooLarge,
 )
 from workly.models import QueueConfig
 from workly.service import Service, migrate_database
 from workly.storage.contract import Storage
+from workly.storage.factory import open_storage
 
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
@@ -154,3 +156,29 @@ async def test_outbound_settings_that_cannot_be_used_stop_the_start_before_the_d
     with pytest.raises(ConfigError, match="WORKLY_OUTBOUND_CA_FILE"):
         await service.start()
     assert opened == []
+
+
+async def test_a_start_that_fails_leaves_nothing_running(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upkeep asks the database whether to vacuum; an error there fails the start, and what
+    had begun (the dispatcher, its heartbeat, any upkeep loop) is stopped with it."""
+    closed: list[Storage] = []
+
+    async def opener(settings: Settings) -> Storage:
+        storage = await open_storage(sqlite_url)
+
+        async def refused() -> bool:
+            raise StorageUnavailable("the database went away")
+
+        monkeypatch.setattr(storage.database, "needs_vacuum", refused)
+        closed.append(storage)
+        return storage
+
+    before = asyncio.all_tasks()
+    service = Service(settings_for(sqlite_url, dispatch=True, vacuum_interval=None), storage_opener=opener)
+    with pytest.raises(StorageUnavailable):
+        await service.start()
+    left = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+    assert left == [], [t.get_name() for t in left]
+    assert closed

@@ -2,10 +2,11 @@
 
 Each process counts its attempts per queue, per endpoint and per minute in memory
 (``Rollup``): how many succeeded, failed for good and will be retried, and their durations
-in fixed buckets. The housekeeper adds what was counted to the ``delivery_minutes`` table
-every few seconds (one row per series and minute, whatever the number of processes) and
-deletes the rows older than two hours. A chart reads the hour's rows and adds what this
-process has not written yet; another process's last seconds show once it writes them.
+in fixed buckets. Upkeep (service/upkeep/history_writes.py) adds what was counted to the
+``delivery_minutes`` table every few seconds (one row per series and minute, whatever the
+number of processes) and deletes the rows older than two hours. A chart reads the hour's
+rows and adds what this process has not written yet; another process's last seconds show
+once it writes them.
 Percentiles come from the buckets: the upper bound of the bucket the rank falls in.
 """
 
@@ -23,7 +24,7 @@ from workly.models import Outcome
 BUCKETS_MS: tuple[float, ...] = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, math.inf)
 # What a series is of: a queue's attempts, or an endpoint's (its fan-out deliveries).
 Scope = Literal["queue", "endpoint"]
-KEPT = timedelta(hours=2)  # how long the housekeeper keeps a minute's row
+KEPT = timedelta(hours=2)  # how long the upkeep keeps a minute's row
 
 
 def minute_of(when: datetime) -> datetime:

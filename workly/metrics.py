@@ -1,6 +1,6 @@
 """Prometheus metrics: one registry per app, filled by the parts that do the work.
 
-The enqueuer, the dispatcher and the housekeeper each get the Metrics object and record
+The enqueuer, the dispatcher and the upkeep jobs each get the Metrics object and record
 what they did; nothing here touches the database on a scrape. Queue depth by status comes
 from a periodic query (``QueueDepths``), not from a count per scrape.
 

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from typing import Any
 
 from tests.storage.helpers import new
 from tests.support.clock import VirtualClock
@@ -28,7 +29,7 @@ LOCAL = OutboundPolicy(LOOPBACK)  # the receivers here listen on 127.0.0.1
 
 @asynccontextmanager
 async def dispatching(
-    store: DispatchStore, metrics: Metrics | None = None, **options: float
+    store: DispatchStore, metrics: Metrics | None = None, **options: Any
 ) -> AsyncIterator[Dispatcher]:
     client = HttpClient(policy=LOCAL)
     dispatcher = Dispatcher(
@@ -37,7 +38,7 @@ async def dispatching(
         SystemClock(),
         metrics=metrics,
         **options,
-    )  # type: ignore[arg-type]
+    )
     dispatcher.start()
     try:
         yield dispatcher
@@ -236,7 +237,7 @@ class FlakyResults:
 
     async def extend_leases(
         self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
-    ) -> int:
+    ) -> set[tuple[int, str]]:
         return await self._store.extend_leases(leases, now, lease_margin)
 
     async def record_results(

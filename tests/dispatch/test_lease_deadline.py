@@ -251,13 +251,39 @@ async def test_a_task_leased_by_an_enqueue_that_outlived_the_lease_is_not_sent(s
         task = new(url=url(receiver, "/eager"), timeout=TIMEOUT)
         enqueued = asyncio.create_task(enqueuer.enqueue([task]))
         await asyncio.wait_for(paused.entered.wait(), 10)  # committed, leased to this process
-        clock.advance(PAUSE)  # … which stops before it hears so
+        clock.advance(PAUSE)  # … which stops before it hears so, while another process's reaper
+        assert await storage.upkeep.reap_expired(clock.now()) == 1  # takes the task back
         paused.resume.set()
         [entry] = await enqueued
         assert entry.leased is not None  # eager dispatch took it: no claim in between
         await wait_until(lambda: not dispatcher._in_flight)  # adopted before the enqueue returned
         await enqueuer.drain()
-    assert receiver.at("/eager") == [], "sent under a lease that began before the enqueue stopped"
     assert lapsed(metrics) == 1
-    stored = await wait_for_status(storage, task.id, "running")  # its lease brings it back
-    assert stored.lease_expires_at is not None and stored.lease_expires_at < clock.now()
+    attempts = await storage.tasks.list_attempts(task.id)
+    assert (attempts[0].attempt, attempts[0].status_code, attempts[0].stale) == (
+        1,
+        None,
+        False,
+    )  # the reaper's
+    # Nothing went out under the lease the stopped enqueue took (its result would be kept,
+    # refused, as a stale attempt); a later claim's may have.
+    assert not [a for a in attempts if a.stale]
+    assert len(receiver.at("/eager")) == len(attempts) - 1, "sent under a lease that began before the stop"
+
+
+async def test_a_lease_past_its_deadline_that_the_database_still_holds_is_sent(storage: Storage) -> None:
+    """Heartbeats kept from renewing it (a failover, a busy pool) leave a lease past its local
+    deadline that nobody took back: the database extends it, and the task goes out."""
+    world, clock_a, metrics = VirtualClock(), VirtualClock(), Metrics()
+    paused = PausedAfterClaim(storage.dispatch)
+    async with key_receiver() as receiver:
+        first, _ = await keyed_pair(storage, receiver, world)
+        async with dispatcher_on(paused, clock_a, StalledResolver(stalled=False), metrics) as a:
+            await asyncio.wait_for(paused.claimed.wait(), 10)
+            clock_a.advance(PAUSE)  # past A's deadline; no reaper ran: the task is still A's
+            paused.resume.set()
+            [request] = await receiver.wait_for("/k/0", 1)
+            await wait_until(lambda: paused.returned and not a._in_flight)
+    assert lapsed(metrics) == 0
+    assert request.headers["webhook-id"] == first.id
+    assert (await storage.tasks.get_task(first.id)).attempts == 1  # type: ignore[union-attr]

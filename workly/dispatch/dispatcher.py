@@ -33,6 +33,7 @@ from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.http import NotSent
 from workly.dispatch.leases import Lease, send_by
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
+from workly.dispatch.result_retries import ResultSubmitter
 from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, LeaseOffer, RecordSummary
@@ -42,8 +43,6 @@ from workly.tracing import Tracing
 
 log = logging.getLogger("workly.dispatch")
 # Waits between tries of a result the database could not take (doubling).
-_RESULT_RETRY_FIRST = 0.05
-_RESULT_RETRY_MOST = 1.0
 
 # Told of every recorded batch (the service: wake-ups for freed tasks, Workly's own events).
 RecordObserver = Callable[[Sequence[AttemptResult], RecordSummary], None]
@@ -97,6 +96,7 @@ class Dispatcher:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self.heartbeats = 0
         self._stopping = False
+        self._submitter = ResultSubmitter(storage, self._results, clock, lease_margin, lambda: self._stopping)
         self.last_tick = clock.monotonic()
 
     # --- lifecycle -----------------------------------------------------------------
@@ -276,7 +276,8 @@ class Dispatcher:
 
     async def _deliver(self, lease: Lease) -> None:
         task = lease.task
-        if lease.lapsed(self._clock.monotonic()):  # it waited for a slot, or the process was stopped
+        # It waited for a slot, or the process was stopped, or heartbeats did not get through.
+        if lease.lapsed(self._clock.monotonic()) and not await self._still_held(lease):
             self._lapsed(lease)
             return
         late = overdue(task, self._clock.now())
@@ -284,11 +285,10 @@ class Dispatcher:
             log.info("task %s not sent: %s", task.id, late.error)
             self._metrics.deliveries_of(task.queue, late.outcome).inc()
             self._rollup.add(task.queue, task.endpoint_id, self._clock.now(), late.outcome, None)
-            await self._submit(task, late)
+            await self._submitter.submit(task, late)
             return
         try:
-            # Asked again right before the request is written: connecting may take long.
-            outcome = await self._deliverer.deliver(task, lambda: not lease.lapsed(self._clock.monotonic()))
+            outcome = await self._send(lease)
         except NotSent:
             self._lapsed(lease)
             return
@@ -301,13 +301,42 @@ class Dispatcher:
         level = logging.DEBUG if result.outcome == "succeeded" else logging.INFO
         if log.isEnabledFor(level):
             log_attempt(level, task, outcome, result, seconds)
-        await self._submit(task, result)
+        await self._submitter.submit(task, result)
+
+    async def _send(self, lease: Lease) -> DeliveryOutcome:
+        """The attempt, the deadline asked again right before the request is written
+        (connecting may take long); once more if the database says the lease still holds."""
+
+        def may_send() -> bool:
+            return not lease.lapsed(self._clock.monotonic())
+
+        try:
+            return await self._deliverer.deliver(lease.task, may_send)
+        except NotSent:
+            if not await self._still_held(lease):
+                raise
+        return await self._deliverer.deliver(lease.task, may_send)
+
+    async def _still_held(self, lease: Lease) -> bool:
+        """Past its local deadline a lease may still hold in the database (heartbeats kept
+        from renewing it: a failover, a busy pool): extend it there. Held, it is renewed
+        from a reading taken before the extension's ``now``; gone (reaped, claimed again)
+        or no answer, it is not sent."""
+        since, key = self._clock.monotonic(), (lease.task.seq, lease.task.lease_token)
+        try:
+            renewed = await self._storage.extend_leases([key], self._clock.now(), self._lease_margin)
+        except (StorageUnavailable, TimeoutError):
+            return False
+        if key not in renewed:
+            return False
+        lease.renewed(since, self._lease_margin)
+        return True
 
     def _lapsed(self, lease: Lease) -> None:
-        """Its lease may end before a request written now would be over (the reaper of any
-        process may even have given the task back): not sent, and no result recorded, as a
-        delivery abandoned at shutdown. The lease brings it back through the reaper, which
-        counts the attempt as "lease expired"."""
+        """Its lease may end before a request written now would be over, and the database
+        did not extend it (the reaper of any process may have given the task back): not
+        sent, and no result recorded, as a delivery abandoned at shutdown. The lease brings
+        it back through the reaper, which counts the attempt as "lease expired"."""
         late = self._clock.monotonic() - lease.send_by
         log.warning(
             "task %s not sent: %.1fs past the last moment its lease covered a request (this process "
@@ -316,52 +345,6 @@ class Dispatcher:
             late,
         )
         self._metrics.leases_lapsed.inc()
-
-    async def _submit(self, task: ClaimedTask, result: AttemptResult) -> None:
-        """Record the result; while the database is unavailable (down, restarting, too slow,
-        a deadlock broken), again, for up to the lease margin from the first failure, unless
-        the process is stopping. The delivery stays in flight meanwhile. A failure may come
-        after the write committed (an answer lost with its connection): so before each new
-        try the task's lease is extended, which also tells whether it is still held. Held:
-        the result was not written, and is sent again under the same lease. Not held: it was
-        written (or the reaper took the task back): nothing more to do. A result given up
-        leaves the task to its lease, and the reaper sends it again."""
-        deadline: float | None = None  # none until the first failure
-        pause = _RESULT_RETRY_FIRST
-        while True:
-            try:
-                async with self._clock.timeout_at(deadline):  # a retry may wait on a dead connection
-                    await self._results.submit(result)
-                return
-            except (StorageUnavailable, TimeoutError) as exc:
-                if deadline is None:
-                    deadline = self._clock.monotonic() + self._lease_margin
-                    log.warning("recording the result of task %s failed (%s); retrying", task.id, exc)
-                if self._stopping or self._clock.monotonic() + pause >= deadline:
-                    log.error("recording the result of task %s failed; its lease brings it back", task.id)
-                    return
-                await self._clock.sleep(pause)
-                pause = min(pause * 2, _RESULT_RETRY_MOST)
-                if not await self._still_leased(task, deadline):
-                    return
-            except Exception:
-                # The task stays running under its lease; it is not lost, only late.
-                log.exception("recording the result of task %s failed", task.id)
-                return
-
-    async def _still_leased(self, task: ClaimedTask, deadline: float) -> bool:
-        """Whether ``task`` is still running under this delivery's lease (now extended); a
-        database still unavailable counts as held, to be asked again after the next try."""
-        try:
-            async with self._clock.timeout_at(deadline):
-                held = await self._storage.extend_leases(
-                    [(task.seq, task.lease_token)], self._clock.now(), self._lease_margin
-                )
-        except (StorageUnavailable, TimeoutError):
-            return True
-        if not held:
-            log.info("task %s: its result was recorded after all, or its lease taken over", task.id)
-        return bool(held)
 
     def _observe(
         self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float

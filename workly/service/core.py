@@ -104,7 +104,7 @@ class Service:
     # --- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         """Open the storage, apply migrations, listen for other processes' work, and start
-        dispatching and housekeeping (unless WORKLY_DISPATCH is false)."""
+        dispatching and upkeep (unless WORKLY_DISPATCH is false)."""
         if self._parts is not None:
             raise RuntimeError("the service is already running")
         settings = self.settings
@@ -135,7 +135,10 @@ class Service:
                 parts.operation_runner.start()
                 parts.scheduler.start()
         except BaseException:
-            self._parts = None
+            started, self._parts = self._parts, None
+            if started is not None:  # what began before the failure stops before the storage closes
+                await started.upkeep.stop()
+                await started.dispatcher.stop(grace=0)
             await client.close()
             await storage.close()
             await self._stop_tracing()
@@ -148,7 +151,7 @@ class Service:
         )  # fmt: skip
 
     async def stop(self) -> None:
-        """Stop housekeeping, answer the enqueues in flight, give deliveries in flight
+        """Stop upkeep, answer the enqueues in flight, give deliveries in flight
         WORKLY_SHUTDOWN_GRACE seconds, then close the HTTP client and the storage."""
         parts = self._parts
         if parts is None:

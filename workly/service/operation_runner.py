@@ -1,4 +1,4 @@
-"""Bulk operations: the use cases (create, read, list) and the runner that works them.
+"""The bulk operation runner (the use cases are bulk_operations.py): works the operations.
 
 An operation is stored first (``OperationStore.create_operation``) and answered at once (202);
 the runner then takes it under a lease and applies it chunk by chunk, each chunk and the

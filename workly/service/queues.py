@@ -1,7 +1,5 @@
 """Queues' use cases (docs/queues.md): read, configure, pause, resume, purge, delete, and
-what the dashboard shows of their deliveries.
-
-"""
+what the dashboard shows of their deliveries."""
 
 from __future__ import annotations
 

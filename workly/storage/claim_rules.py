@@ -1,7 +1,7 @@
 """The claim's rulebook: how much a queue may take, and in what order.
 
 Both backends follow these rules. SQLite's claim (sqlite/claim.py) calls these functions.
-PostgreSQL's claim statement (sql/postgres.sql, claim_tasks) calls SQL functions of the
+PostgreSQL's claim statement (postgres/sql/core.sql, claim_tasks) calls SQL functions of the
 same names and arithmetic, created by migration 0006: ``claim_burst``, ``claim_tokens_now``,
 ``claim_take``, ``claim_share``, ``claim_rate_wait``; and its window functions order the
 candidates as ``choose`` does. tests/storage/test_claim_differential.py checks each SQL

@@ -100,7 +100,7 @@ class CommonQueries:
     reap_expired: Query
     extend_leases: Query
     prune_succeeded: Query
-    # The webhook platform (sql/<dialect>_webhooks.sql).
+    # The webhook platform (<dialect>/sql/webhooks.sql).
     insert_endpoint: Query
     get_endpoint: Query
     lock_endpoint: Query
@@ -131,7 +131,7 @@ class CommonQueries:
     free_stranded: Query
     prune_events: Query
     publish_targets_untenanted: Query
-    # Bulk operations and callbacks (sql/<dialect>_operations.sql).
+    # Bulk operations and callbacks (<dialect>/sql/operations.sql).
     insert_operation: Query
     get_operation: Query
     list_operations: Query
@@ -144,7 +144,7 @@ class CommonQueries:
     advance_operation: Query
     due_callbacks: Query
     clear_callbacks: Query
-    # Schedules (sql/<dialect>_schedules.sql).
+    # Schedules (<dialect>/sql/schedules.sql).
     insert_schedule: Query
     get_schedule: Query
     list_schedules: Query
@@ -154,7 +154,7 @@ class CommonQueries:
     advance_schedules: Query
     delete_schedule: Query
     next_schedule_at: Query
-    # Counts and charts (sql/<dialect>_stats.sql).
+    # Counts and charts (<dialect>/sql/stats.sql).
     fold_task_counts: Query
     miscounted_queues: Query
     clear_task_counts: Query
@@ -197,7 +197,7 @@ class PostgresQueries(CommonQueries):
 
 @dataclass(frozen=True, slots=True)
 class SqliteQueries(CommonQueries):
-    # Parts of queries PostgreSQL runs as one statement (see sqlite.sql).
+    # Parts of queries PostgreSQL runs as one statement (see sqlite/sql/core.sql).
     enqueue_tasks_ensure_queues: Query
     enqueue_tasks_insert: Query
     enqueue_tasks_leasing_room: Query

@@ -36,8 +36,10 @@ class Upkeep:
         self._loops: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        for maintainer in self.maintainers:
-            seconds = await maintainer.interval()
+        """Every interval first (one may ask the database, and fail): nothing runs unless
+        all could be decided."""
+        intervals = [await maintainer.interval() for maintainer in self.maintainers]
+        for maintainer, seconds in zip(self.maintainers, intervals, strict=True):
             if seconds > 0:
                 self._loops.append(run_every(self._clock, seconds, maintainer.run, maintainer.name, log))
 

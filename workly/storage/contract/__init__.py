@@ -10,7 +10,7 @@ body size) are the service's (workly/service); the storage applies what it is gi
 
 Each consumer takes the narrowest role it uses (the dispatcher a ``DispatchStore``, the
 enqueuer a ``TaskStore``, …), or a smaller protocol of its own that a role satisfies; only
-the composition root (workly/service/core.py) and the shared conformance suite hold a
+the composition root (workly/service/assembly.py) and the shared conformance suite hold a
 whole ``Storage``.
 """
 

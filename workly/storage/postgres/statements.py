@@ -7,7 +7,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ class Connections:
 
     pool: asyncpg.Pool
     q: PostgresQueries
-    dsn: str
+    dsn: str = field(repr=False)  # it may hold the password
     schema: str
 
 

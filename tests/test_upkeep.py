@@ -14,14 +14,19 @@ import pytest
 
 from tests.storage.helpers import new, result_for
 from tests.support.clock import VirtualClock
+from workly.config import Settings
+from workly.delivery_stats import Rollup
 from workly.metrics import Metrics
 from workly.models import QueueConfig
+from workly.service.assembly import maintainers
+from workly.service.delivery_history import DeliveryHistory
 from workly.service.upkeep import Upkeep
 from workly.service.upkeep.index_rebuilds import IndexRebuilds
 from workly.service.upkeep.reaper import Reaper
 from workly.service.upkeep.retention import Retention
 from workly.service.upkeep.vacuum import Vacuum
 from workly.storage.contract import Storage
+from workly.storage.factory import open_storage
 from workly.storage.postgres import PostgresStorage
 from workly.storage.queries import postgres_queries
 
@@ -188,3 +193,36 @@ async def test_bloated_indexes_are_looked_for_periodically_and_counted() -> None
     assert store.calls == 3
     assert keeper.rebuilt == ["tasks_id_key"]
     assert metrics.registry.get_sample_value("workly_index_rebuilds_total") == 1
+
+
+async def intervals(settings: Settings, autovacuum: bool = True) -> list[tuple[str, float]]:
+    storage = await open_storage(settings.database_url or "")
+    try:
+        history = DeliveryHistory(storage.history, VirtualClock(), Rollup())
+        made = maintainers(settings, VirtualClock(), Metrics(), storage, history, lambda: None)
+        if not autovacuum:
+            assert isinstance(made[-1], Vacuum)
+            made[-1] = Vacuum(VacuumCounter(False), VacuumCounter(False), settings.vacuum_interval)
+        return [(m.name, await m.interval()) for m in made]
+    finally:
+        await storage.close()
+
+
+async def test_the_upkeep_jobs_and_their_intervals_follow_the_settings(sqlite_url: str) -> None:
+    defaults = dict(await intervals(Settings(database_url=sqlite_url)))
+    assert defaults == {
+        "reap": 5.0, "prune": 60.0, "recount": 60.0, "breaker probes": 0.5, "queue depths": 15.0,
+        "task counts": 2.0, "index rebuilds": 60.0, "delivery history": 5.0,
+        "delivery history pruning": 60.0, "vacuum": 0,
+    }  # fmt: skip
+    changed = dict(
+        await intervals(
+            Settings(
+                database_url=sqlite_url, reap_interval=0, retention=0, reindex_interval=0,
+                breaker_cooldown=0.2, vacuum_interval=7,
+            )
+        )
+    )  # fmt: skip
+    assert (changed["reap"], changed["prune"], changed["index rebuilds"]) == (0, 0, 0)  # off
+    assert (changed["breaker probes"], changed["vacuum"]) == (0.2, 7)
+    assert dict(await intervals(Settings(database_url=sqlite_url), autovacuum=False))["vacuum"] == 10.0
