@@ -14,7 +14,9 @@ workers run in sessions of their own, so that group holds the supervisor alone, 
 supervisor passes each SIGINT and SIGTERM it gets on to every worker, once: a worker hears a
 Ctrl-C exactly once, however late a loaded supervisor gets to it. (Were the workers in the
 terminal's group, they would hear each Ctrl-C twice, and could not tell a second Ctrl-C
-from the first one passed on late.)
+from the first one passed on late.) A worker leaves the group as the first thing it runs; a
+Ctrl-C while its interpreter is still starting reaches it as well, and waits, blocked, until
+its server can handle it, before the app starts: it then starts nothing (WorklyServer.startup).
 
 The supervisor's death. Each worker holds the read end of a pipe whose write end only the
 supervisor holds: when the supervisor dies, however (kill -9 included), the pipe closes, and
@@ -83,6 +85,15 @@ class WorklyServer(uvicorn.Server):
             # handler now, and one that came meanwhile is handled here, not lost.
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.should_exit:
+            # Asked to stop before the app has started (a signal while this process started):
+            # there is nothing to stop, and starting the service would only claim tasks for a
+            # stop to wait for, or for a second signal (a worker that was still starting may
+            # have heard the terminal too) to abandon to the reaper.
+            return
+        await super().startup(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # The handlers are installed for the whole of serve(), before the app starts: a signal
@@ -211,7 +222,7 @@ def _worker(sock: socket.socket, lifeline: Connection) -> None:
     server = WorklyServer(_config(create_app(service), settings), service)
     with contextlib.suppress(KeyboardInterrupt):  # a first SIGINT, raised again once all has stopped
         server.run(sockets=[sock])
-    if not server.started:
+    if not server.started and not server.should_exit:
         sys.exit(WORKER_DID_NOT_START)
 
 
