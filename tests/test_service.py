@@ -7,11 +7,13 @@ every adapter calls it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
 
 from tests.storage.helpers import new
+from tests.support.receiver import running_receiver
 from tests.support.servers import TEST_SECRET
 from workly.config import Settings
 from workly.errors import (
@@ -104,6 +106,40 @@ async def test_an_enqueue_in_flight_when_the_service_stops_is_answered(database_
     answers = await asyncio.gather(*enqueues)
     assert [answer[0].task.id for answer in answers] == [task.id for task in tasks]
     assert all(answer[0].created for answer in answers)
+
+
+async def test_stop_now_before_the_stop_holds_for_it_and_not_for_the_next(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second Ctrl-C can come before the stop has begun, even before the service has started
+    (the server's signal handlers are in place from its first moment): the stop that follows
+    waits for no delivery. Stopped, the service forgets it: started again, it waits again."""
+    caplog.set_level(logging.INFO, logger="workly.dispatch")
+    settings = settings_for(database_url, dispatch=True, shutdown_grace=30, outbound_allow="127.0.0.0/8")
+    async with running_receiver(TEST_SECRET) as receiver:
+        receiver.hold("/held")
+        try:
+            service = Service(settings)
+            service.stop_now()
+            await service.start()
+            [abandoned] = await service.tasks.enqueue([new(url=receiver.url("/held"))])
+            await receiver.wait_for("/held", 1)
+            async with asyncio.timeout(10):  # not the 30 s grace
+                await service.stop()
+            await service.start()
+            [waited_for] = await service.tasks.enqueue([new(url=receiver.url("/held"))])
+            await receiver.wait_for("/held", 2)
+            stopping = asyncio.create_task(service.stop())
+            async with asyncio.timeout(10):
+                while "stopping: waiting up to 30s for 1 deliveries" not in caplog.text:
+                    await asyncio.sleep(0.01)
+            receiver.release("/held")
+            await stopping
+        finally:
+            receiver.release("/held")
+    async with Service(settings_for(database_url)).running() as stopped:
+        assert (await stopped.tasks.get_task(abandoned.task.id)).status == "running"  # leased: the reaper's
+        assert (await stopped.tasks.get_task(waited_for.task.id)).status == "succeeded"
 
 
 async def test_changes_that_make_work_claimable_wake_the_dispatcher(database_url: str) -> None:

@@ -2,19 +2,15 @@
 
 This is where the adapters meet (they never import each other): ``create_app`` takes a
 built ``Service`` and returns the app that serves it, whose lifespan starts and stops the
-service. `workly dev` calls it directly; `workly serve` runs ``app_from_env`` in each
-worker process uvicorn starts.
+service. `workly dev` and `workly serve`, and each worker of `workly serve --workers`, call it
+(workly/cli/serving.py, where signals are handled: a second Ctrl-C stops the service at once);
+``app_from_env`` is the same app as a uvicorn factory.
 """
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import threading
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from types import FrameType
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -45,12 +41,11 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        with _second_signal_stops_now(service):  # from the start: a Ctrl-C may come while it starts
-            await service.start()
-            try:
-                yield
-            finally:
-                await service.stop()
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
 
     app = FastAPI(
         title="Workly",
@@ -77,50 +72,6 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     if tokens:
         _declare_bearer_auth(app)
     return _guarded(FastEnqueue(app, service), settings, tokens)
-
-
-# A signal within this long of the first is the same stop: a Ctrl-C in a terminal (or
-# systemd's stop) signals every process of the group, and under --workers the supervisor
-# passes it on to the workers as well, a fraction of a second later.
-SAME_STOP_SECONDS = 1.0
-
-
-@contextmanager
-def _second_signal_stops_now(service: Service) -> Iterator[None]:
-    """While the app serves, the first SIGINT or SIGTERM goes to the server (uvicorn: it stops
-    taking requests, then the service stops, giving deliveries WORKLY_SHUTDOWN_GRACE);
-    another one, a second or more later, stops the service at once, instead of uvicorn's
-    forced exit, which would skip the service's stop (results unrecorded, nothing closed).
-    Only the main thread can handle signals; elsewhere (an app served in a test's thread)
-    nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    loop = asyncio.get_running_loop()
-    first: float | None = None
-    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal first
-        now = time.monotonic()
-        if first is None:
-            first = now
-            server = before[signal.Signals(signum)]
-            if callable(server):  # uvicorn's: it stops serving, then the lifespan stops the service
-                server(signum, frame)
-            else:  # no handler of a server's: what the signal would have done
-                signal.signal(signum, signal.SIG_DFL)
-                signal.raise_signal(signum)
-        elif now - first >= SAME_STOP_SECONDS:
-            loop.call_soon_threadsafe(service.stop_now)
-
-    for sig in before:
-        signal.signal(sig, on_signal)
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
 
 async def _to_the_dashboard() -> RedirectResponse:

@@ -199,12 +199,12 @@ def _forget_dead_processes(path: str) -> None:
     """Drop the live gauges (in flight, queue depth) of worker processes that are gone.
 
     prometheus_client's docs call ``mark_process_dead(pid)`` from gunicorn's ``child_exit``
-    hook, in the master. uvicorn's supervisor has no such hook, and a worker that crashes or
-    is killed runs no code of its own on the way out, so each scrape does it instead: any
-    process whose live-gauge file is in the directory but that no longer exists is marked
-    dead. That covers graceful exits, crashes, SIGHUP restarts and uvicorn's replacement of
-    a dead worker alike (a worker that exited counts until uvicorn reaps it, within about a
-    second). Counters and histograms of a dead worker stay: what it counted still counts.
+    hook, in the master. Workly's supervisor (workly/cli/serving.py) does not, and a worker that
+    crashes or is killed runs no code of its own on the way out, so each scrape does it instead:
+    any process whose live-gauge file is in the directory but that no longer exists is marked
+    dead. That covers graceful exits, crashes and the supervisor's replacement of a dead worker
+    alike (a worker that exited counts until the supervisor reaps it, as soon as it sees it end).
+    Counters and histograms of a dead worker stay: what it counted still counts.
     The directory belongs to this `workly serve` alone, so each PID in it is one of its
     workers (a PID reused by another process only delays the cleanup).
     """

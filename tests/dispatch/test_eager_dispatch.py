@@ -181,3 +181,44 @@ async def test_what_an_enqueue_leased_before_its_error_is_still_delivered(
         [request] = await receiver.wait_for("/hook", 1, timeout=10)  # not left for the reaper
     assert request.headers["webhook-id"] == task.id
     assert sample(metrics, "workly_eager_dispatches_total") == 1
+
+
+async def test_a_stop_that_gives_up_starts_none_of_the_tasks_waiting_for_a_slot(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tasks a claim took while an offer held every slot wait for one (the test above). A stop
+    that stops waiting (a second Ctrl-C, or the grace over) cancels the deliveries in flight:
+    the slots they free must not start those tasks, which would go out after the stop, with no
+    HTTP client or storage left to record them. They keep their leases, for the reaper."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+    real_claim = storage.dispatch.claim_tasks
+
+    async def held_claim(limit: int, now: datetime, lease_token: str, lease_margin: float) -> Claim:
+        entered.set()
+        await gate.wait()
+        return await real_claim(limit, now, lease_token, lease_margin)
+
+    metrics = Metrics()
+    for queue in ("claimed", "eager"):
+        await storage.queues.put_queue(queue, QueueConfig(max_concurrency=10), SystemClock().now())
+    async with running_receiver() as receiver:
+        receiver.hold("/held")
+        waiting = in_queue("claimed", [new(url=receiver.url("/waiting")) for _ in range(2)])
+        await storage.tasks.enqueue(waiting, SystemClock().now())
+        monkeypatch.setattr(storage.dispatch, "claim_tasks", held_claim)
+        try:
+            async with eager_enqueuer(storage, metrics, max_in_flight=2) as (enqueuer, wakes):
+                await asyncio.wait_for(entered.wait(), 10)
+                await enqueuer.enqueue(in_queue("eager", [new(url=receiver.url("/held")) for _ in range(2)]))
+                await receiver.wait_for("/held", 2, timeout=10)  # both slots taken
+                gate.set()  # the claim returns the two waiting tasks
+                assert wakes.dispatcher is not None
+                wakes.dispatcher.abandon()  # the stop on the way out gives up at once
+            in_flight_after_the_stop = sample(metrics, "workly_deliveries_in_flight")
+        finally:
+            receiver.release("/held")
+        stored = [await storage.tasks.get_task(task.id) for task in waiting]
+    assert in_flight_after_the_stop == 0
+    # Claimed (the attempt counts from the claim) and leased, never sent: the reaper's to return.
+    assert [(task.status, task.attempts) for task in stored if task is not None] == [("running", 1)] * 2
+    assert receiver.at("/waiting") == []

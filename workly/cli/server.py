@@ -2,12 +2,11 @@
 
 Each checks what it can before it starts (workly/cli/checks.py): settings, secrets, the
 outbound files, the database (migrated once, before any worker), the port (bound before
-anything says it listens), and prints what it runs with; then uvicorn serves."""
+anything says it listens), and prints what it runs with; then uvicorn serves, in this process
+or in workers under a supervisor (workly/cli/serving.py, which says what signals do)."""
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import os
 import shutil
 import socket
@@ -35,7 +34,6 @@ from workly.ssrf_guard import LOOPBACK
 if TYPE_CHECKING:
     from workly.config import Settings
 
-APP_FACTORY = "workly.app:app_from_env"
 DEV_OUTBOUND_ALLOW = " ".join(map(str, LOOPBACK))  # workly dev delivers to local receivers
 _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -100,10 +98,7 @@ def dev(
     # One process: its metrics need no shared files, and a directory left in the
     # environment by some earlier `workly serve` setup must not break the start.
     os.environ.pop(_MULTIPROC_ENV, None)
-    from workly.app import create_app
-    from workly.service import Service
-
-    _run(create_app(Service(settings), anonymous=not settings.tokens()), sock, settings)
+    _run(settings, sock, anonymous=not settings.tokens())
 
 
 def serve(
@@ -139,58 +134,37 @@ def serve(
     say(f"signing with {len(settings.signing_secrets())} key(s) from WORKLY_SIGNING_SECRET")
     _say_outbound(say, settings)
     say(f"listening on http://{_shown(host)}:{port}  (API docs at /docs, dashboard at /ui)")
+    status = 0
     try:
         if workers == 1:
-            _run(APP_FACTORY, sock, settings)
+            _run(settings, sock)
         else:
-            _run_workers(sock, settings, workers)
-    finally:  # uvicorn has joined its workers by now
+            from workly.cli.serving import supervise
+
+            # The workers serve the socket bound here: nothing can take the port in between.
+            status = supervise(sock, workers)
+    finally:  # every worker has ended by now
         if own_metrics_dir is not None:
             del os.environ[_MULTIPROC_ENV]
             shutil.rmtree(own_metrics_dir, ignore_errors=True)
+    if status:
+        raise typer.Exit(code=status)
 
 
-def _run(app: object, sock: socket.socket, settings: Settings) -> None:
-    """Serve ``app`` (or the factory it names) on the bound socket."""
-    import uvicorn
+def _run(settings: Settings, sock: socket.socket, *, anonymous: bool = False) -> None:
+    """Serve the app over ``settings`` on the bound socket, in this process."""
+    from workly.app import create_app
+    from workly.cli.serving import serve_app
+    from workly.service import Service
 
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        factory=isinstance(app, str),
-        log_level=settings.log_level,
-        access_log=False,
-        log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
-        timeout_graceful_shutdown=HTTP_DRAIN_SECONDS,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
-
-
-# How long a stop waits for the HTTP requests in progress (a client that never finishes its
-# request would hold it forever) before the service's own stop and its delivery grace.
-HTTP_DRAIN_SECONDS = 5
-
-
-def _run_workers(sock: socket.socket, settings: Settings, workers: int) -> None:
-    """uvicorn's supervisor, its workers serving the socket bound here (what uvicorn.run does
-    for --workers, but without binding again: nothing can take the port in between)."""
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-
-    config = uvicorn.Config(
-        APP_FACTORY, factory=True, workers=workers, log_level=settings.log_level,
-        access_log=False, log_config=None, timeout_graceful_shutdown=HTTP_DRAIN_SECONDS,
-    )  # fmt: skip
-    # Older uvicorn versions took the workers' target; newer ones make it themselves.
-    takes_target = "target" in inspect.signature(Multiprocess).parameters
-    extra = {"target": uvicorn.Server(config).run} if takes_target else {}
-    with contextlib.suppress(KeyboardInterrupt):
-        Multiprocess(config, sockets=[sock], **extra).run()
+    service = Service(settings)
+    serve_app(create_app(service, anonymous=anonymous), service, sock, settings)
 
 
 def _shared_metrics(workers: int) -> str | None:
     """Several workers share their metrics through prometheus_client's multiprocess mode
     (workly/metrics.py). prometheus_client reads the variable when a process imports it, so
-    it goes into the environment here, before uvicorn spawns the workers; and the directory
+    it goes into the environment here, before the supervisor spawns the workers; and the directory
     must start empty. (Not imported from workly.metrics: that would import prometheus_client
     into this process too.) The directory made here, to remove at exit, if any."""
     metrics_dir = os.environ.get(_MULTIPROC_ENV)

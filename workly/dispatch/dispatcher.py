@@ -97,6 +97,7 @@ class Dispatcher:
         self.heartbeats = 0
         self._stopping = False
         self._submitter = ResultSubmitter(storage, self._results, clock, lease_margin, lambda: self._stopping)
+        self._given_up = False  # the stop waits no longer: nothing more starts
         self.last_tick = clock.monotonic()
 
     # --- lifecycle -----------------------------------------------------------------
@@ -125,7 +126,18 @@ class Dispatcher:
             # Waiting tasks start as deliveries end: wait for those too, within the grace.
             while self._in_flight and not self._abandon.is_set() and self._clock.monotonic() < deadline:
                 await self._all_done_or_abandoned(list(self._in_flight), deadline)
+        # From here on a freed slot starts nothing: a task waiting for one would go out after
+        # the stop gave up on it, its result never recorded. It keeps its lease, as do those
+        # cancelled below.
+        self._given_up = True
         still_running = [delivery for delivery in self._in_flight if not delivery.done()]
+        if still_running or self._waiting:
+            log.warning(
+                "stopped without waiting for %d deliveries in flight%s: they come back through the "
+                "reaper when their leases end",
+                len(still_running),
+                f" and {len(self._waiting)} claimed ones waiting to start" if self._waiting else "",
+            )
         for delivery in still_running:
             delivery.cancel()
         await asyncio.gather(*still_running, return_exceptions=True)
@@ -270,7 +282,7 @@ class Dispatcher:
         # task's as much as a claimed one's.
         self._in_flight.pop(delivery, None)
         self._metrics.in_flight.set(len(self._in_flight))
-        if self._waiting:
+        if self._waiting and not self._given_up:
             self._start_delivery(self._waiting.popleft())
         self._wake.set()
 

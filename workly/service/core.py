@@ -97,6 +97,7 @@ class Service:
         self._open_storage = storage_opener or partial(open_configured_storage, clock=self.clock)
         self._http_client = http_client
         self._parts: Parts | None = None
+        self._stop_now = False  # stop_now was called: the next stop waits for no delivery
         # Made at start from the OTEL_* variables (workly/tracing.py), unless injected.
         self._given_tracing = tracing
         self.tracing: Tracing = tracing or Tracing()
@@ -164,12 +165,15 @@ class Service:
             await parts.operation_runner.stop()  # after its chunk in flight; the rest resumes later
             await parts.callbacks.stop()  # what is still due stays marked for the next sweep
             await parts.enqueuer.drain()
+            if self._stop_now:  # asked for before this stop began, or before the service started
+                parts.dispatcher.abandon()
             await parts.dispatcher.stop(grace=self.settings.shutdown_grace)
             await self._write_history(parts.history)  # the last seconds' counts
             await parts.own_events.drain()  # what the last results announce
             await parts.announcer.drain()  # and the wake-ups all of the above sent
         finally:
             self._parts = None
+            self._stop_now = False  # a service started again waits out its next stop
             await parts.client.close()
             await parts.storage.close()
             await self._stop_tracing()
@@ -182,8 +186,11 @@ class Service:
             log.warning("writing the last delivery counts failed: %s", exc)
 
     def stop_now(self) -> None:
-        """Cut a stop short (a second signal): the deliveries in flight are not waited for;
-        their leases bring them back through the reaper, here or in another process."""
+        """Cut a stop short (a second Ctrl-C): the deliveries in flight are not waited for;
+        their leases bring them back through the reaper, here or in another process. Called
+        before the stop (even before the service has started: a Ctrl-C may come at any
+        moment), it holds for that stop."""
+        self._stop_now = True
         if self._parts is not None:
             self._parts.dispatcher.abandon()
 
