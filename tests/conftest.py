@@ -35,7 +35,7 @@ if IN_CI:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: half again as many processes as cores. Most tests wait on sockets, on
     servers they started and on PostgreSQL more than they compute (measured on 2 cores: the
-    whole suite in 10.7 min with 3 processes)."""
+    whole suite in about 7 minutes with 3 processes, against 2 that left the cores idle)."""
     return max(2, (os.cpu_count() or 1) * 3 // 2)
 
 

@@ -56,7 +56,8 @@ def test_a_short_load_test_loses_and_duplicates_nothing(workly_server: WorklySer
     assert numbers["sent"] == 800  # 4 s at 200/s, warm-up included
     assert numbers["enqueue_errors"] == 0
     assert (numbers["delivered"], numbers["lost"], numbers["duplicates"]) == (800, 0, 0)
-    assert "| 200/s |" in result.stdout
+    # The rate asked for (on a machine too busy to keep the pace, with what was sent beside it).
+    assert "| 200/s " in result.stdout
     assert "loadtest" not in queues(workly_server)  # it cleaned up after itself
 
 

@@ -106,7 +106,13 @@ async def test_a_deadline_stops_retries(
     _, http = workly
     receiver.script("/down", [500] * 100)
     task = await enqueue(
-        http, receiver.url("/down"), deadline=0.6, min_backoff=0.1, max_backoff=0.1, max_attempts=100
+        # Room for a second attempt on a loaded machine (parallel tests): 1.5 s, 0.1 s apart.
+        http,
+        receiver.url("/down"),
+        deadline=1.5,
+        min_backoff=0.1,
+        max_backoff=0.1,
+        max_attempts=100,
     )
     failed = await settled(http, task["id"])
     assert failed["status"] == "failed"
@@ -114,8 +120,8 @@ async def test_a_deadline_stops_retries(
     assert 2 <= failed["attempts"] < 100
     attempts = await attempts_of(http, task["id"])
     assert len(attempts) == failed["attempts"]
-    # No attempt started after the deadline (created_at + 0.6 s).
-    deadline = datetime.fromisoformat(failed["created_at"]) + timedelta(seconds=0.6)
+    # No attempt started after the deadline (created_at + 1.5 s).
+    deadline = datetime.fromisoformat(failed["created_at"]) + timedelta(seconds=1.5)
     assert all(datetime.fromisoformat(a["started_at"]) < deadline for a in attempts)
 
 
