@@ -109,6 +109,8 @@ class CommonQueries:
     lock_migrations: Query
     get_schema_version: Query
     set_schema_version: Query
+    get_schema_repeatables: Query
+    set_schema_repeatable: Query
     reap_expired: Query
     extend_leases: Query
     prune_succeeded: Query

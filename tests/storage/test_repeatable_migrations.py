@@ -1,0 +1,188 @@
+"""Repeatable files (workly/migrations/<dialect>/repeatable/): run after the numbered
+migrations when their content changes, recorded in schema_repeatables; an install the old
+numbered migrations made comes out with the same views as a fresh one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from workly.storage import migrator
+from workly.storage.factory import open_storage
+from workly.storage.migrator import Repeatable, load_migrations, load_repeatables
+from workly.storage.postgres import PostgresStorage
+from workly.storage.queries import Dialect
+from workly.storage.sqlite.statements import split_statements
+
+# The numbered migrations before repeatable files existed: what the old code applied.
+OLD = 15
+# Run once more each time its content changes: counts its runs in a table of its own.
+PROBE = Repeatable(
+    "zz_probe", "CREATE TABLE IF NOT EXISTS probe_runs (n integer);\nINSERT INTO probe_runs VALUES (1);\n"
+)
+
+
+def test_the_repeatable_files_are_the_views_the_old_migrations_left() -> None:
+    dialects: tuple[Dialect, ...] = ("postgres", "sqlite")
+    for dialect in dialects:
+        assert [r.name for r in load_repeatables(dialect)] == ["views"]
+        assert [m.version for m in load_migrations(dialect)][OLD] == OLD + 1
+
+
+def _old_sqlite_install(path: Path) -> None:
+    """Migrations 1-15 applied as the code before repeatable files applied them."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)")
+        for migration in load_migrations("sqlite")[:OLD]:
+            for statement in split_statements(migration.sql):
+                db.execute(statement)
+            db.execute("INSERT INTO schema_version (version) VALUES (?)", (migration.version,))
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def _sqlite_schema(path: Path) -> list[tuple[str, str, str]]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE type = 'view' ORDER BY name"
+        ).fetchall()
+    finally:
+        db.close()
+
+
+async def _migrate(url: str, schema: str | None = None) -> list[int]:
+    storage = await (PostgresStorage.open(url, schema=schema) if schema else open_storage(url))
+    try:
+        return await storage.database.migrate()
+    finally:
+        await storage.close()
+
+
+async def test_an_old_sqlite_install_gets_the_views_of_a_fresh_one(tmp_path: Path) -> None:
+    old, fresh = tmp_path / "old.db", tmp_path / "fresh.db"
+    _old_sqlite_install(old)
+    as_the_old_code_left_it = _sqlite_schema(old)
+    assert await _migrate(f"sqlite:///{old}") == [OLD + 1]
+    assert await _migrate(f"sqlite:///{fresh}") == list(range(1, OLD + 2))
+    assert as_the_old_code_left_it == _sqlite_schema(old) == _sqlite_schema(fresh)
+    assert [name for _, name, _ in _sqlite_schema(fresh)] == ["task_view"]
+
+
+async def _old_postgres_install(url: str, schema: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            await conn.execute(f'CREATE SCHEMA "{schema}"')
+            await conn.execute(f'SET LOCAL search_path = "{schema}", pg_temp')
+            await conn.execute(
+                "CREATE TABLE schema_version (version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            for migration in load_migrations("postgres")[:OLD]:
+                if not migration.is_empty:
+                    await conn.execute(migration.for_schema(schema))
+                await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", migration.version)
+    finally:
+        await conn.close()
+
+
+async def _postgres_views(url: str, schema: str) -> list[tuple[str, str, list[str]]]:
+    """Each view's definition as PostgreSQL prints it (relations named as its schema's
+    search_path sees them) and its columns with their types."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'SET search_path = "{schema}", pg_temp')
+        rows = await conn.fetch(
+            "SELECT c.relname, pg_get_viewdef(c.oid, true) AS definition,"
+            " array(SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+            "       WHERE a.attrelid = c.oid AND a.attnum > 0 ORDER BY a.attnum) AS columns"
+            " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind = 'v' AND n.nspname = $1 ORDER BY c.relname",
+            schema,
+        )
+        return [(row["relname"], row["definition"], list(row["columns"])) for row in rows]
+    finally:
+        await conn.close()
+
+
+@pytest.mark.postgres
+async def test_an_old_postgres_install_gets_the_views_of_a_fresh_one(pg_fresh_db: str) -> None:
+    await _old_postgres_install(pg_fresh_db, "old_install")
+    as_the_old_code_left_it = await _postgres_views(pg_fresh_db, "old_install")
+    assert await _migrate(pg_fresh_db, "old_install") == [OLD + 1]
+    assert await _migrate(pg_fresh_db, "fresh_install") == list(range(1, OLD + 2))
+    upgraded = await _postgres_views(pg_fresh_db, "old_install")
+    assert as_the_old_code_left_it == upgraded == await _postgres_views(pg_fresh_db, "fresh_install")
+    assert [name for name, _, _ in upgraded] == ["task_view"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fresh.db'}"
+    url: str = request.getfixturevalue("pg_fresh_db")
+    return url
+
+
+async def _fetch(url: str, sql: str) -> list[tuple[object, ...]]:
+    if url.startswith("sqlite"):
+        db = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            return db.execute(sql).fetchall()
+        finally:
+            db.close()
+    conn = await asyncpg.connect(url)
+    try:
+        return [tuple(row) for row in await conn.fetch(sql)]
+    finally:
+        await conn.close()
+
+
+async def test_a_changed_file_runs_again_once_and_an_unchanged_one_not(
+    unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = unmigrated_url
+    dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
+    packaged = load_repeatables(dialect)
+    probe = PROBE
+    monkeypatch.setattr(migrator, "load_repeatables", lambda dialect: [*packaged, probe])
+
+    async def runs() -> int:
+        return len(await _fetch(url, "SELECT n FROM probe_runs"))
+
+    async def recorded() -> dict[object, object]:
+        return {row[0]: row[1] for row in await _fetch(url, "SELECT name, sha256 FROM schema_repeatables")}
+
+    assert await _migrate(url) != []  # the numbered migrations, then every repeatable file
+    assert await runs() == 1
+    assert await recorded() == {r.name: r.sha256 for r in [*packaged, probe]}
+    assert await _migrate(url) == []
+    assert await runs() == 1  # unchanged: not run again
+    probe = Repeatable(PROBE.name, PROBE.sql + "-- changed\n")
+    assert await _migrate(url) == []
+    assert await runs() == 2  # changed: run again, once
+    assert (await recorded())[probe.name] == probe.sha256 != PROBE.sha256
+    assert await _migrate(url) == []
+    assert await runs() == 2
+
+
+async def test_a_migration_that_drops_a_view_gets_it_back(
+    unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After numbered migrations, every repeatable file runs, changed or not: a migration
+    may drop a view to change a column it reads, and the file creates it again."""
+    url = unmigrated_url
+    dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
+    assert await _migrate(url) != []
+    packaged = load_migrations(dialect)
+    drop = migrator.Migration(len(packaged) + 1, "drop_view", "DROP VIEW task_view;\n")
+    monkeypatch.setattr(migrator, "load_migrations", lambda dialect: [*packaged, drop])
+    assert await _migrate(url) == [drop.version]
+    assert await _fetch(url, "SELECT count(*) FROM task_view") == [(0,)]
