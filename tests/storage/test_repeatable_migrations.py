@@ -19,6 +19,7 @@ from workly.storage.sqlite.statements import split_statements
 
 # The numbered migrations before repeatable files existed: what the old code applied.
 OLD = 15
+LATEST = [m.version for m in load_migrations("postgres")]
 # Run once more each time its content changes: counts its runs in a table of its own.
 PROBE = Repeatable(
     "zz_probe", "CREATE TABLE IF NOT EXISTS probe_runs (n integer);\nINSERT INTO probe_runs VALUES (1);\n"
@@ -29,7 +30,7 @@ def test_the_repeatable_files_are_the_views_the_old_migrations_left() -> None:
     dialects: tuple[Dialect, ...] = ("postgres", "sqlite")
     for dialect in dialects:
         assert [r.name for r in load_repeatables(dialect)] == ["views"]
-        assert [m.version for m in load_migrations(dialect)][OLD] == OLD + 1
+        assert load_migrations(dialect)[OLD].name == "schema_repeatables"
 
 
 def _old_sqlite_install(path: Path) -> None:
@@ -68,10 +69,9 @@ async def _migrate(url: str, schema: str | None = None) -> list[int]:
 async def test_an_old_sqlite_install_gets_the_views_of_a_fresh_one(tmp_path: Path) -> None:
     old, fresh = tmp_path / "old.db", tmp_path / "fresh.db"
     _old_sqlite_install(old)
-    as_the_old_code_left_it = _sqlite_schema(old)
-    assert await _migrate(f"sqlite:///{old}") == [OLD + 1]
-    assert await _migrate(f"sqlite:///{fresh}") == list(range(1, OLD + 2))
-    assert as_the_old_code_left_it == _sqlite_schema(old) == _sqlite_schema(fresh)
+    assert await _migrate(f"sqlite:///{old}") == LATEST[OLD:]
+    assert await _migrate(f"sqlite:///{fresh}") == LATEST
+    assert _sqlite_schema(old) == _sqlite_schema(fresh)
     assert [name for _, name, _ in _sqlite_schema(fresh)] == ["task_view"]
 
 
@@ -115,12 +115,14 @@ async def _postgres_views(url: str, schema: str) -> list[tuple[str, str, list[st
 @pytest.mark.postgres
 async def test_an_old_postgres_install_gets_the_views_of_a_fresh_one(pg_fresh_db: str) -> None:
     await _old_postgres_install(pg_fresh_db, "old_install")
-    as_the_old_code_left_it = await _postgres_views(pg_fresh_db, "old_install")
-    assert await _migrate(pg_fresh_db, "old_install") == [OLD + 1]
-    assert await _migrate(pg_fresh_db, "fresh_install") == list(range(1, OLD + 2))
+    [(_, _, old_columns)] = await _postgres_views(pg_fresh_db, "old_install")
+    assert await _migrate(pg_fresh_db, "old_install") == LATEST[OLD:]
+    assert await _migrate(pg_fresh_db, "fresh_install") == LATEST
     upgraded = await _postgres_views(pg_fresh_db, "old_install")
-    assert as_the_old_code_left_it == upgraded == await _postgres_views(pg_fresh_db, "fresh_install")
-    assert [name for name, _, _ in upgraded] == ["task_view"]
+    assert upgraded == await _postgres_views(pg_fresh_db, "fresh_install")
+    [(name, _, columns)] = upgraded
+    # CREATE OR REPLACE kept the view: its columns as the old code left them, then any new ones.
+    assert name == "task_view" and columns[: len(old_columns)] == old_columns
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
