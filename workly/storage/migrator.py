@@ -96,6 +96,14 @@ def load_repeatables(dialect: Dialect, folder: Traversable | None = None) -> lis
     return sorted(found, key=lambda r: r.name)
 
 
+def is_latest(dialect: Dialect, version: int) -> bool:
+    """Whether a schema at ``version`` has every migration: only then do the repeatable files
+    run (they define their objects over the latest tables, and schema_repeatables is there).
+    A schema left part-way (tests of one migration stop before it) gets none, nor does one a
+    newer version migrated (its own files, newer than these, stay)."""
+    return version == len(load_migrations(dialect))
+
+
 def due_repeatables(dialect: Dialect, recorded: Mapping[str, str], migrated: bool) -> list[Repeatable]:
     """The repeatable files to run: those whose hash differs from ``recorded`` (name → hash),
     or all of them after numbered migrations ran (``migrated``: see the module's comment)."""

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from workly.errors import ConfigError
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
-from workly.storage.migrator import due_repeatables, pending
+from workly.storage.migrator import due_repeatables, is_latest, pending
 from workly.storage.postgres.indexes import REINDEX_APPLICATION
 from workly.storage.postgres.statements import Connection, Connections, execute, fetch, fetchval
 
@@ -65,7 +65,8 @@ class PostgresDatabase:
                     await conn.execute(migration.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
                 await execute(conn, self._q.set_schema_version, version=migration.version)
                 applied.append(migration.version)
-            await self._run_repeatables(conn, migrated=bool(todo))
+            if is_latest("postgres", todo[-1].version if todo else current):
+                await self._run_repeatables(conn, migrated=bool(todo))
         return applied
 
     async def _run_repeatables(self, conn: Connection, migrated: bool) -> None:
