@@ -1,6 +1,7 @@
 """Repeatable files (workly/migrations/<dialect>/repeatable/): run after the numbered
 migrations when their content changes, recorded in schema_repeatables; an install the old
-numbered migrations made comes out with the same views as a fresh one."""
+numbered migrations made comes out with the same views and functions as a fresh one, and keeps
+the grants on its functions."""
 
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ PROBE = Repeatable(
 
 
 def test_the_repeatable_files_are_the_views_the_old_migrations_left() -> None:
+    assert [r.name for r in load_repeatables("postgres")] == ["functions", "views"]
+    assert [r.name for r in load_repeatables("sqlite")] == ["views"]  # SQLite has no SQL functions
     dialects: tuple[Dialect, ...] = ("postgres", "sqlite")
     for dialect in dialects:
-        assert [r.name for r in load_repeatables(dialect)] == ["views"]
         assert load_migrations(dialect)[OLD].name == "schema_repeatables"
 
 
@@ -112,6 +114,26 @@ async def _postgres_views(url: str, schema: str) -> list[tuple[str, str, list[st
         await conn.close()
 
 
+async def _postgres_functions(url: str, schema: str) -> dict[str, tuple[str, object]]:
+    """Each function's definition (the schema's name written @schema@, as the files do) and
+    what is granted on it."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT p.oid::regprocedure::text AS signature, pg_get_functiondef(p.oid) AS definition,"
+            " p.proacl::text[] AS acl FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = $1",
+            schema,
+        )
+    finally:
+        await conn.close()
+
+    def unnamed(text: str) -> str:
+        return text.replace(f'"{schema}"', "@schema@").replace(f"{schema}.", "@schema@.")
+
+    return {unnamed(row["signature"]): (unnamed(row["definition"]), row["acl"]) for row in rows}
+
+
 @pytest.mark.postgres
 async def test_an_old_postgres_install_gets_the_views_of_a_fresh_one(pg_fresh_db: str) -> None:
     await _old_postgres_install(pg_fresh_db, "old_install")
@@ -188,3 +210,34 @@ async def test_a_migration_that_drops_a_view_gets_it_back(
     monkeypatch.setattr(migrator, "load_migrations", lambda dialect: [*packaged, drop])
     assert await _migrate(url) == [drop.version]
     assert await _fetch(url, "SELECT count(*) FROM task_view") == [(0,)]
+
+
+@pytest.mark.postgres
+async def test_an_old_postgres_install_keeps_its_functions_and_their_grants(pg_fresh_db: str) -> None:
+    """The functions file replaces each function by the same one: an upgraded install has a
+    fresh one's definitions, and keeps what an administrator granted (docs/sql-enqueue.md)."""
+    await _old_postgres_install(pg_fresh_db, "old_install")
+    admin = await asyncpg.connect(pg_fresh_db)
+    try:  # a predefined role: nothing to create or drop (the grant goes with the database)
+        await admin.execute(
+            "GRANT EXECUTE ON FUNCTION old_install.enqueue_task, old_install.publish_event TO pg_monitor"
+        )
+    finally:
+        await admin.close()
+    as_the_old_code_left_them = await _postgres_functions(pg_fresh_db, "old_install")
+    assert await _migrate(pg_fresh_db, "old_install") == LATEST[OLD:]
+    assert await _migrate(pg_fresh_db, "fresh_install") == LATEST
+    upgraded = await _postgres_functions(pg_fresh_db, "old_install")
+    fresh = await _postgres_functions(pg_fresh_db, "fresh_install")
+    assert {name: definition for name, (definition, _) in upgraded.items()} == {
+        name: definition for name, (definition, _) in fresh.items()
+    }
+    assert {name: acl for name, (_, acl) in upgraded.items()} == {
+        name: acl for name, (_, acl) in as_the_old_code_left_them.items()
+    }
+    granted = [name for name, (_, acl) in upgraded.items() if any("pg_monitor=X" in a for a in acl or [])]
+    assert sorted(name.split("(")[0] for name in granted) == [
+        "@schema@.enqueue_task",
+        "@schema@.publish_event",
+    ]
+    assert len(upgraded) == 25  # the claim's rules (5), enqueue's helpers and functions (16), counts' (4)

@@ -6,10 +6,10 @@ A PostgreSQL migration that must name Workly's schema writes ``@schema@``; it is
 schema's name, quoted, in its place.
 
 Repeatable files: ``workly/migrations/<dialect>/repeatable/<name>.sql`` hold what is defined
-whole rather than changed step by step (task_view): each is run after the numbered
-migrations, in name order, when its content's SHA-256 differs from the one recorded in
-``schema_repeatables`` (migration 0016), and also whenever numbered migrations ran in the
-same call: one may drop what a file defines (PostgreSQL refuses to change the type of a
+whole rather than changed step by step (task_view; PostgreSQL's functions): each is run after
+the numbered migrations, in name order, when its content's SHA-256 differs from the one
+recorded in ``schema_repeatables`` (migration 0016), and also whenever numbered migrations
+ran in the same call: one may drop what a file defines (PostgreSQL refuses to change the type of a
 column a view reads), and the file then defines it again. A file must be safe to run again
 (CREATE OR REPLACE; DROP … IF EXISTS first in SQLite).
 """
