@@ -15,7 +15,7 @@ from tests.storage.helpers import new, result_for, token
 from tests.support.clock import VirtualClock
 from tests.support.pg_waits import wait_for_lock_waiters
 from workly.delivery_stats import MinuteStats, minute_of
-from workly.storage.migrator import pending
+from workly.storage.migrator import load_migrations, pending
 from workly.storage.postgres import PostgresStorage
 from workly.storage.postgres import database as postgres_database
 from workly.storage.queries import postgres_queries
@@ -201,7 +201,7 @@ async def test_migration_0014_counts_the_writes_it_waited_for_whatever_the_defau
         await wait_for_lock_waiters(writer, 1)  # 0014 waits for the writer to commit
         await writing.commit()
         async with asyncio.timeout(30):
-            assert await migrating == [14, 15]
+            assert await migrating == list(range(14, len(load_migrations("postgres")) + 1))
         assert await kept(writer) == await truth(writer) == {("q", "ready"): 2}
     finally:
         await writer.close()

@@ -4,11 +4,21 @@ A migration may hold only comments (a dialect with nothing to do at that number 
 it is recorded as applied without being run, since PostgreSQL cannot execute an empty script.
 A PostgreSQL migration that must name Workly's schema writes ``@schema@``; it is run with the
 schema's name, quoted, in its place.
+
+Repeatable files: ``workly/migrations/<dialect>/repeatable/<name>.sql`` hold what is defined
+whole rather than changed step by step (task_view; PostgreSQL's functions): each is run after
+the numbered migrations, in name order, when its content's SHA-256 differs from the one
+recorded in ``schema_repeatables`` (migration 0016), and also whenever numbered migrations
+ran in the same call: one may drop what a file defines (PostgreSQL refuses to change the type of a
+column a view reads), and the file then defines it again. A file must be safe to run again
+(CREATE OR REPLACE; DROP … IF EXISTS first in SQLite).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -27,12 +37,30 @@ class Migration:
 
     def for_schema(self, schema: str) -> str:
         """The script with ``@schema@`` naming ``schema`` (a checked name: see database_url)."""
-        return self.sql.replace("@schema@", f'"{schema}"')
+        return _for_schema(self.sql, schema)
 
     @property
     def is_empty(self) -> bool:
         """Only comments and whitespace: nothing to run."""
         return not _COMMENT.sub("", self.sql).strip()
+
+
+@dataclass(frozen=True)
+class Repeatable:
+    name: str  # the file's name without .sql: the key its hash is recorded under
+    sql: str
+
+    def for_schema(self, schema: str) -> str:
+        return _for_schema(self.sql, schema)
+
+    @property
+    def sha256(self) -> str:
+        """Of the file as written (before ``@schema@`` is replaced): the schema is the install's."""
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+def _for_schema(sql: str, schema: str) -> str:
+    return sql.replace("@schema@", f'"{schema}"')
 
 
 def load_migrations(dialect: Dialect, folder: Traversable | None = None) -> list[Migration]:
@@ -55,3 +83,28 @@ def load_migrations(dialect: Dialect, folder: Traversable | None = None) -> list
 
 def pending(dialect: Dialect, current: int) -> list[Migration]:
     return [m for m in load_migrations(dialect) if m.version > current]
+
+
+def load_repeatables(dialect: Dialect, folder: Traversable | None = None) -> list[Repeatable]:
+    """The dialect's repeatable files in name order (by default the packaged ones)."""
+    folder = folder or resources.files("workly.migrations").joinpath(dialect, "repeatable")
+    found = [
+        Repeatable(entry.name.removesuffix(".sql"), entry.read_text("utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
+    return sorted(found, key=lambda r: r.name)
+
+
+def is_latest(dialect: Dialect, version: int) -> bool:
+    """Whether a schema at ``version`` has every migration: only then do the repeatable files
+    run (they define their objects over the latest tables, and schema_repeatables is there).
+    A schema left part-way (tests of one migration stop before it) gets none, nor does one a
+    newer version migrated (its own files, newer than these, stay)."""
+    return version == len(load_migrations(dialect))
+
+
+def due_repeatables(dialect: Dialect, recorded: Mapping[str, str], migrated: bool) -> list[Repeatable]:
+    """The repeatable files to run: those whose hash differs from ``recorded`` (name → hash),
+    or all of them after numbered migrations ran (``migrated``: see the module's comment)."""
+    return [r for r in load_repeatables(dialect) if migrated or recorded.get(r.name) != r.sha256]

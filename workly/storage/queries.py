@@ -14,6 +14,10 @@ Each dialect's queries are a frozen dataclass with one field per name: a typo in
 fails mypy, and a block missing from (or unknown to) the file fails the first load.
 Both files share the names of ``CommonQueries``; SQLite may run a query as several
 statements named ``<query>_<part>`` (a test checks the pairing).
+
+A block may write the task's columns as placeholders (``@task_columns@``, ``@task_arrays@``,
+…: storage/task_shape.py declares them once); they are expanded before the parameters are
+found, outside comments and quoted text. An unknown placeholder fails the load.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-Dialect = Literal["postgres", "sqlite"]
+from workly.storage import task_shape
+from workly.storage.task_shape import Dialect as Dialect  # defined there: task_shape expands per dialect
+
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 # Comments and quoted text are kept as they are; a parameter is ":name" preceded by neither
 # another ':' (a PostgreSQL cast, "::text") nor a letter or digit (an array slice, "a[1:n]").
@@ -34,6 +40,12 @@ _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _LEXEME = re.compile(
     r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?<![:\w]):([A-Za-z_]\w*)"
     r"|(?P<refused>\$\d+|/\*|\$\w*\$|\b[Ee]')"
+)
+# The task shape's placeholders ("@task_values(r)@"), found as the parameters are: outside
+# comments and quoted text. The quoted alternatives capture nothing, so the placeholder's
+# name and argument are groups 1 and 2, as task_shape.expand reads them.
+_PLACEHOLDER_LEXEME = re.compile(
+    r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|" + task_shape.PLACEHOLDER.pattern
 )
 
 
@@ -97,6 +109,8 @@ class CommonQueries:
     lock_migrations: Query
     get_schema_version: Query
     set_schema_version: Query
+    get_schema_repeatables: Query
+    set_schema_repeatable: Query
     reap_expired: Query
     extend_leases: Query
     prune_succeeded: Query
@@ -242,8 +256,10 @@ def parse_blocks(text: str) -> dict[str, str]:
 
 
 def compile_query(name: str, text: str, dialect: Dialect) -> Query:
-    """Find the ``:name`` parameters; for PostgreSQL, number them ``$1…`` in order of first use."""
+    """Expand the task shape's placeholders, then find the ``:name`` parameters; for
+    PostgreSQL, number them ``$1…`` in order of first use."""
     params: list[str] = []
+    text = expand_placeholders(name, text, dialect)
 
     def replace(match: re.Match[str]) -> str:
         lexeme = match.group(0)
@@ -261,6 +277,18 @@ def compile_query(name: str, text: str, dialect: Dialect) -> Query:
 
     sql = _LEXEME.sub(replace, text)
     return Query(name, sql, tuple(params))
+
+
+def expand_placeholders(name: str, text: str, dialect: Dialect) -> str:
+    def replace(match: re.Match[str]) -> str:
+        if not match.group(0).startswith("@"):
+            return match.group(0)  # a comment or quoted text
+        try:
+            return task_shape.expand(match, dialect)
+        except ValueError as exc:
+            raise ValueError(f"query {name!r}: {exc}") from None
+
+    return _PLACEHOLDER_LEXEME.sub(replace, text)
 
 
 def _load(kind: type[Q], dialect: Dialect) -> Q:

@@ -7,9 +7,9 @@ from datetime import datetime
 
 from workly.errors import ConfigError
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
-from workly.storage.migrator import pending
+from workly.storage.migrator import due_repeatables, is_latest, pending
 from workly.storage.postgres.indexes import REINDEX_APPLICATION
-from workly.storage.postgres.statements import Connection, Connections, execute, fetchval
+from workly.storage.postgres.statements import Connection, Connections, execute, fetch, fetchval
 
 MIGRATION_TIMEOUT = 3600.0  # seconds; see migrate()
 
@@ -65,7 +65,17 @@ class PostgresDatabase:
                     await conn.execute(migration.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
                 await execute(conn, self._q.set_schema_version, version=migration.version)
                 applied.append(migration.version)
+            if is_latest("postgres", todo[-1].version if todo else current):
+                await self._run_repeatables(conn, migrated=bool(todo))
         return applied
+
+    async def _run_repeatables(self, conn: Connection, migrated: bool) -> None:
+        """The repeatable files that changed (all of them after migrations: see migrator.py),
+        in the migrations' transaction and under their lock, in Workly's schema."""
+        recorded = {row["name"]: row["sha256"] for row in await fetch(conn, self._q.get_schema_repeatables)}
+        for repeatable in due_repeatables("postgres", recorded, migrated):
+            await conn.execute(repeatable.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
+            await execute(conn, self._q.set_schema_repeatable, name=repeatable.name, sha256=repeatable.sha256)
 
     async def check_install_location(self) -> None:
         if not self._schema_given:

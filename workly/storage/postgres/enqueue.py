@@ -15,7 +15,6 @@ from typing import Any
 import asyncpg
 
 from workly.breaker import HELD_UNTIL
-from workly.json_text import to_json
 from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage import rows
 from workly.storage.postgres.statements import DECODERS as _DECODERS
@@ -23,6 +22,7 @@ from workly.storage.postgres.statements import Connection
 from workly.storage.postgres.statements import fetch as _fetch
 from workly.storage.postgres.statements import fetchrow as _fetchrow
 from workly.storage.queries import PostgresQueries
+from workly.storage.task_shape import postgres_arrays
 from workly.storage.tasks import enqueue_results, idempotency_keys, may_lease_new, with_leases
 
 
@@ -90,32 +90,6 @@ def _leased(created: list[asyncpg.Record], lease_token: str) -> list[ClaimedTask
 
 
 def task_columns(tasks: Sequence[NewTask]) -> dict[str, Any]:
-    """The tasks as one array per column: enqueue_tasks unnests them in one statement."""
-    return {
-        "ids": [t.id for t in tasks],
-        "queues": [t.queue for t in tasks],
-        "urls": [t.url for t in tasks],
-        "methods": [t.method for t in tasks],
-        "headers": [to_json(t.headers) for t in tasks],
-        "bodies": [t.body for t in tasks],
-        "run_ats": [t.run_at for t in tasks],
-        "priorities": [t.priority for t in tasks],
-        "keys": [t.key for t in tasks],
-        "tenants": [t.tenant for t in tasks],
-        "idempotency_keys": [t.idempotency_key for t in tasks],
-        "max_attempts": [t.max_attempts for t in tasks],
-        "timeouts": [t.timeout for t in tasks],
-        "event_ids": [t.event_id for t in tasks],
-        "endpoint_ids": [t.endpoint_id for t in tasks],
-        "breakers": [t.breaker for t in tasks],
-        "stop_ons": [rows.stop_on_text(t.stop_on) for t in tasks],
-        "deadlines": [t.deadline for t in tasks],
-        "min_backoffs": [t.min_backoff for t in tasks],
-        "max_backoffs": [t.max_backoff for t in tasks],
-        "callback_urls": [t.callback_url for t in tasks],
-        "failure_callback_urls": [t.failure_callback_url for t in tasks],
-        "callback_ofs": [t.callback_of for t in tasks],
-        "traceparents": [t.traceparent for t in tasks],
-        "tracestates": [t.tracestate for t in tasks],
-        "held_until": HELD_UNTIL,
-    }
+    """The tasks as one array per column (storage/task_shape.py): enqueue_tasks unnests them
+    in one statement; a task held by an open breaker is stored at ``held_until``."""
+    return {**postgres_arrays(tasks), "held_until": HELD_UNTIL}

@@ -12,6 +12,7 @@ from workly.models import ClaimedTask, Enqueued, LeaseOffer, NewTask
 from workly.storage import rows
 from workly.storage.queries import sqlite_queries
 from workly.storage.sqlite.statements import DECODERS, HELD_US, execute_many, fetchall, from_us, to_us
+from workly.storage.task_shape import sqlite_params
 from workly.storage.tasks import enqueue_results, idempotency_keys, lease_scope, with_leases
 
 Db = sqlite3.Connection
@@ -85,32 +86,6 @@ def _store(db: Db, tasks: Sequence[NewTask], now_us: int) -> list[Enqueued]:
 
 
 def task_params(task: NewTask, now_us: int) -> dict[str, Any]:
-    return {
-        "id": task.id,
-        "queue": task.queue,
-        "url": task.url,
-        "method": task.method,
-        "headers": to_json(task.headers),
-        "body": task.body,
-        "run_at": None if task.run_at is None else to_us(task.run_at),
-        "priority": task.priority,
-        "key": task.key,
-        "tenant": task.tenant,
-        "idempotency_key": task.idempotency_key,
-        "max_attempts": task.max_attempts,
-        "timeout": task.timeout,
-        "now": now_us,
-        "event_id": task.event_id,
-        "endpoint_id": task.endpoint_id,
-        "breaker": task.breaker,
-        "held_until": HELD_US,
-        "stop_on": rows.stop_on_text(task.stop_on),
-        "deadline": task.deadline,
-        "min_backoff": task.min_backoff,
-        "max_backoff": task.max_backoff,
-        "callback_url": task.callback_url,
-        "failure_callback_url": task.failure_callback_url,
-        "callback_of": task.callback_of,
-        "traceparent": task.traceparent,
-        "tracestate": task.tracestate,
-    }
+    """enqueue_tasks_insert's parameters: the task's columns (storage/task_shape.py), the
+    time, and where a task held by an open breaker is stored."""
+    return {**sqlite_params(task, to_us), "now": now_us, "held_until": HELD_US}

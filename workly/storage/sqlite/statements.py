@@ -17,7 +17,7 @@ from typing import Any
 from workly.breaker import HELD_UNTIL
 from workly.json_text import from_json
 from workly.storage import rows
-from workly.storage.migrator import pending
+from workly.storage.migrator import due_repeatables, is_latest, pending
 from workly.storage.queries import Query, sqlite_queries
 from workly.storage.sqlite.thread import SqliteThread, SynchronousMode
 
@@ -92,16 +92,27 @@ def _by_name(cursor: sqlite3.Cursor, found: list[tuple[Any, ...]]) -> list[Sqlit
 
 
 def migrate(db: Db) -> list[int]:
-    """Apply the pending migrations (inside the caller's BEGIN IMMEDIATE); the versions applied."""
+    """Apply the pending migrations, then the repeatable files due (inside the caller's BEGIN
+    IMMEDIATE); the versions applied."""
     q = sqlite_queries()
     execute(db, q.lock_migrations)
     execute(db, q.create_schema_version)
     applied = []
-    for migration in pending("sqlite", current_version(db)):
+    version = current_version(db)
+    for migration in pending("sqlite", version):
         for statement in split_statements(migration.sql):  # none in a file of comments only
             db.execute(statement)
         execute(db, q.set_schema_version, {"version": migration.version})
         applied.append(migration.version)
+        version = migration.version
+    if not is_latest("sqlite", version):
+        return applied
+    # The repeatable files that changed (all of them after migrations: see migrator.py).
+    recorded = {row["name"]: row["sha256"] for row in fetchall(db, q.get_schema_repeatables)}
+    for repeatable in due_repeatables("sqlite", recorded, migrated=bool(applied)):
+        for statement in split_statements(repeatable.sql):
+            db.execute(statement)
+        execute(db, q.set_schema_repeatable, {"name": repeatable.name, "sha256": repeatable.sha256})
     return applied
 
 

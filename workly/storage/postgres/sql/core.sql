@@ -12,32 +12,18 @@
 -- open is held (run_at :held_until, held_run_at its own) until the breaker closes.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
-    SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
+    SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queue_array::text[]) AS name) AS wanted ORDER BY name
     ON CONFLICT (name) DO NOTHING
     RETURNING name, max_attempts, timeout, stop_on, deadline, min_backoff, max_backoff
 ),
 inserted AS (
-    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
-                       idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
-                       endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
-                       callback_url, failure_callback_url, callback_of, traceparent, tracestate)
-    SELECT r.id, r.queue, 'ready', r.url, r.method, r.headers::json, r.body,
+    -- The columns a NewTask gives (storage/task_shape.py), then the statement's own.
+    INSERT INTO tasks (@task_columns@, status, run_at, held_run_at, created_at, updated_at)
+    SELECT @task_values(r)@, 'ready',
            CASE WHEN b.key IS NULL THEN coalesce(r.run_at, :now) ELSE :held_until END,
-           r.priority, r.key, r.tenant, r.idempotency_key, r.max_attempts, r.timeout, :now, :now,
-           r.event_id, r.endpoint_id, r.breaker,
            CASE WHEN b.key IS NOT NULL THEN coalesce(r.run_at, :now) END,
-           r.stop_on, r.deadline, r.min_backoff, r.max_backoff, r.callback_url,
-           r.failure_callback_url, r.callback_of, r.traceparent, r.tracestate
-    FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
-                :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
-                :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[],
-                :stop_ons::text[], :deadlines::float8[], :min_backoffs::float8[], :max_backoffs::float8[],
-                :callback_urls::text[], :failure_callback_urls::text[], :callback_ofs::text[],
-                :traceparents::text[], :tracestates::text[])
-         WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
-                              idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker,
-                              stop_on, deadline, min_backoff, max_backoff, callback_url,
-                              failure_callback_url, callback_of, traceparent, tracestate, ord)
+           :now, :now
+    FROM unnest(@task_arrays@) WITH ORDINALITY AS r(@task_fields@, ord)
     LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
     ORDER BY r.ord
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
@@ -85,7 +71,7 @@ LEFT JOIN new_queues n ON n.name = i.queue;
 -- rows.
 WITH new_queues AS (
     INSERT INTO queues (name, created_at, updated_at)
-    SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queues::text[]) AS name) AS wanted ORDER BY name
+    SELECT name, :now, :now FROM (SELECT DISTINCT unnest(:queue_array::text[]) AS name) AS wanted ORDER BY name
     ON CONFLICT (name) DO NOTHING
     RETURNING name, max_attempts, timeout, stop_on, deadline, min_backoff, max_backoff
 ),
@@ -126,16 +112,7 @@ budget AS (
 ),
 given AS (
     SELECT r.*, b.key IS NOT NULL AS held
-    FROM unnest(:ids::text[], :queues::text[], :urls::text[], :methods::text[], :headers::text[], :bodies::bytea[],
-                :run_ats::timestamptz[], :priorities::int[], :keys::text[], :tenants::text[], :idempotency_keys::text[], :max_attempts::int[],
-                :timeouts::float8[], :event_ids::text[], :endpoint_ids::text[], :breakers::text[],
-                :stop_ons::text[], :deadlines::float8[], :min_backoffs::float8[], :max_backoffs::float8[],
-                :callback_urls::text[], :failure_callback_urls::text[], :callback_ofs::text[],
-                :traceparents::text[], :tracestates::text[])
-         WITH ORDINALITY AS r(id, queue, url, method, headers, body, run_at, priority, key, tenant,
-                              idempotency_key, max_attempts, timeout, event_id, endpoint_id, breaker,
-                              stop_on, deadline, min_backoff, max_backoff, callback_url,
-                              failure_callback_url, callback_of, traceparent, tracestate, ord)
+    FROM unnest(@task_arrays@) WITH ORDINALITY AS r(@task_fields@, ord)
     LEFT JOIN breakers b ON b.key = r.breaker AND b.position = 'open'
 ),
 picked AS (
@@ -149,19 +126,13 @@ chosen AS (
     SELECT ord, timeout FROM picked WHERE place <= free ORDER BY priority DESC, ord LIMIT :limit
 ),
 inserted AS (
-    INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
-                       idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
-                       endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
-                       callback_url, failure_callback_url, callback_of, traceparent, tracestate,
+    -- The columns a NewTask gives (storage/task_shape.py), then the statement's own.
+    INSERT INTO tasks (@task_columns@, status, run_at, held_run_at, created_at, updated_at,
                        attempts, lease_token, lease_expires_at)
-    SELECT g.id, g.queue, CASE WHEN c.ord IS NULL THEN 'ready' ELSE 'running' END,
-           g.url, g.method, g.headers::json, g.body,
+    SELECT @task_values(g)@, CASE WHEN c.ord IS NULL THEN 'ready' ELSE 'running' END,
            CASE WHEN g.held THEN :held_until ELSE coalesce(g.run_at, :now) END,
-           g.priority, g.key, g.tenant, g.idempotency_key, g.max_attempts, g.timeout, :now, :now,
-           g.event_id, g.endpoint_id, g.breaker,
            CASE WHEN g.held THEN coalesce(g.run_at, :now) END,
-           g.stop_on, g.deadline, g.min_backoff, g.max_backoff, g.callback_url,
-           g.failure_callback_url, g.callback_of, g.traceparent, g.tracestate,
+           :now, :now,
            CASE WHEN c.ord IS NULL THEN 0 ELSE 1 END,
            CASE WHEN c.ord IS NOT NULL THEN :lease_token END,
            :now + make_interval(secs => c.timeout + :lease_margin)
@@ -799,6 +770,14 @@ SELECT coalesce(max(version), 0) AS version FROM schema_version;
 
 -- name: set_schema_version
 INSERT INTO schema_version (version) VALUES (:version);
+
+-- name: get_schema_repeatables
+-- The repeatable files run, and the hash of the content run (storage/migrator.py).
+SELECT name, sha256 FROM schema_repeatables;
+
+-- name: set_schema_repeatable
+INSERT INTO schema_repeatables (name, sha256) VALUES (:name, :sha256)
+ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, applied_at = excluded.applied_at;
 
 -- name: database_now
 SELECT clock_timestamp() AS now;

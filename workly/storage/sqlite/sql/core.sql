@@ -11,16 +11,12 @@ ON CONFLICT (name) DO NOTHING;
 -- name: enqueue_tasks_insert
 -- Run with executemany inside one transaction: in-process, so no round trip per row. A
 -- task whose breaker is open is held (see the PostgreSQL query).
-INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key, tenant,
-                   idempotency_key, max_attempts, timeout, created_at, updated_at, event_id,
-                   endpoint_id, breaker, held_run_at, stop_on, deadline, min_backoff, max_backoff,
-                   callback_url, failure_callback_url, callback_of, traceparent, tracestate)
-SELECT :id, :queue, 'ready', :url, :method, :headers, :body,
-       CASE WHEN h.open THEN :held_until ELSE coalesce(:run_at, :now) END, :priority,
-       :key, :tenant, :idempotency_key, :max_attempts, :timeout, :now, :now, :event_id,
-       :endpoint_id, :breaker, CASE WHEN h.open THEN coalesce(:run_at, :now) END,
-       :stop_on, :deadline, :min_backoff, :max_backoff, :callback_url, :failure_callback_url,
-       :callback_of, :traceparent, :tracestate
+-- The columns a NewTask gives (storage/task_shape.py), then the statement's own.
+INSERT INTO tasks (@task_columns@, status, run_at, held_run_at, created_at, updated_at)
+SELECT @task_params@, 'ready',
+       CASE WHEN h.open THEN :held_until ELSE coalesce(:run_at, :now) END,
+       CASE WHEN h.open THEN coalesce(:run_at, :now) END,
+       :now, :now
 FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 'open') AS open) h;
 
 -- name: enqueue_tasks_leasing_room
@@ -358,6 +354,14 @@ SELECT coalesce(max(version), 0) AS version FROM schema_version;
 
 -- name: set_schema_version
 INSERT INTO schema_version (version) VALUES (:version);
+
+-- name: get_schema_repeatables
+-- The repeatable files run, and the hash of the content run (storage/migrator.py).
+SELECT name, sha256 FROM schema_repeatables;
+
+-- name: set_schema_repeatable
+INSERT INTO schema_repeatables (name, sha256) VALUES (:name, :sha256)
+ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, applied_at = excluded.applied_at;
 
 -- name: reap_expired_attempts
 -- SQLite runs the reap as two statements in one BEGIN IMMEDIATE transaction: first the
