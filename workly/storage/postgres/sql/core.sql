@@ -29,7 +29,7 @@ inserted AS (
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
     -- try of this same request (its commit went through, its answer did not). No conflict
     -- target, on purpose: then every unique index is an arbiter, the copy a REINDEX
-    -- CONCURRENTLY is building included (postgres_indexes.py); a target names only valid
+    -- CONCURRENTLY is building included (postgres/indexes.py); a target names only valid
     -- ones, and the copy's uniqueness check would fail the insert instead.
     ON CONFLICT DO NOTHING
     RETURNING *
@@ -142,7 +142,7 @@ inserted AS (
     -- Any unique conflict: a taken idempotency key, or a task id stored by an earlier
     -- try of this same request (its commit went through, its answer did not). No conflict
     -- target, on purpose: then every unique index is an arbiter, the copy a REINDEX
-    -- CONCURRENTLY is building included (postgres_indexes.py); a target names only valid
+    -- CONCURRENTLY is building included (postgres/indexes.py); a target names only valid
     -- ones, and the copy's uniqueness check would fail the insert instead.
     ON CONFLICT DO NOTHING
     RETURNING *
@@ -262,7 +262,7 @@ RETURNING seq;
 -- One statement; see docs/queues.md for the rules it enforces, migration 0004 for the
 -- indexes it reads, and workly/storage/claim_rules.py for the rulebook: the claim_<rule>
 -- functions called here (migration 0006) are its rules, and the order of steps 5 and 6
--- is its choose(). SQLite's claim (sqlite_claim.py) calls the same rules in Python.
+-- is its choose(). SQLite's claim (sqlite/claim.py) calls the same rules in Python.
 --
 -- 1. Lock every unpaused queue that may have room and holds a ready task, in name order.
 --    The limits live in these rows, so a second process's claim waits here and then reads
@@ -517,7 +517,7 @@ per_queue AS (
 counted AS (
     UPDATE queues q
     SET running = p.running + p.n,
-        -- A bucket is written only when it was spent from (as in sqlite_claim.py).
+        -- A bucket is written only when it was spent from (as in sqlite/claim.py).
         rate_tokens = CASE WHEN p.rate_limit IS NOT NULL AND p.n > 0 THEN p.tokens - p.n
                            ELSE q.rate_tokens END,
         -- Never backwards: a process whose clock lags must not refill the bucket twice.
@@ -710,7 +710,7 @@ SELECT 1;
 -- name: announce_work
 -- Its own statement after the enqueue committed: a NOTIFY inside the enqueue's
 -- transaction would take a database-wide lock through that commit (seed 002).
--- :payload is "<kind>:<process id>": work, hello or bye (see postgres_wakeups.py);
+-- :payload is "<kind>:<process id>": work, hello or bye (see postgres/notifier.py);
 -- :channel is the schema's (two installs in one database do not wake each other).
 SELECT pg_notify(:channel, :payload);
 
@@ -787,7 +787,7 @@ SELECT current_setting('autovacuum')::boolean AS enabled;
 
 -- name: bloated_indexes
 -- The indexes of the churning tables that are much larger than their entries need, largest
--- first (postgres_indexes.py says why they grow). What the entries need: as many as the
+-- first (postgres/indexes.py says why they grow). What the entries need: as many as the
 -- index had at its last vacuum (reltuples), each its key's average width (the planner's
 -- statistics) plus an 8-byte header, aligned to 8, and a 4-byte line pointer, on 8 kB pages
 -- filled to B-tree's 90 %, and two pages any B-tree has (its metapage and root). Too large:
@@ -820,7 +820,7 @@ ORDER BY bytes DESC;
 
 -- name: cancel_index_rebuilds
 -- Before a migration changes the tables: a rebuild's lock would hold its DDL, and all
--- traffic behind that. :application is the name postgres_indexes.py gives its connection.
+-- traffic behind that. :application is the name postgres/indexes.py gives its connection.
 SELECT pg_cancel_backend(pid) FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = :application AND pid <> pg_backend_pid();
 

@@ -1,4 +1,4 @@
--- Schedules for PostgreSQL (workly/schedules.py, storage/postgres_schedules.py).
+-- Schedules for PostgreSQL (workly/schedules.py, storage/postgres/schedules.py).
 
 -- name: insert_schedule
 INSERT INTO schedules (id, name, cron, timezone, template, paused, catch_up, next_run_at,

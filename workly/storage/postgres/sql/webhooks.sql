@@ -1,5 +1,5 @@
 -- Workly's webhook platform queries for PostgreSQL: endpoints, events, breakers
--- (docs/webhooks.md). Loaded with postgres.sql, under the same rules.
+-- (docs/webhooks.md). Loaded with core.sql, under the same rules.
 
 -- name: insert_endpoint
 -- After put_queue made its queue, in the same transaction.

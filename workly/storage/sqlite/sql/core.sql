@@ -1,4 +1,4 @@
--- Workly queries for SQLite. Every query named here exists in postgres.sql too, except
+-- Workly queries for SQLite. Every query named here exists in postgres/sql/core.sql too, except
 -- the parts of a query (named <query>_<part>) that SQLite runs as several statements.
 -- Times are integer microseconds since the epoch; :now comes from the caller.
 -- All writes run on the single writer connection inside BEGIN IMMEDIATE.
@@ -22,7 +22,7 @@ FROM (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :breaker AND position = 
 -- name: enqueue_tasks_leasing_room
 -- Eager dispatch (the PostgreSQL query says when an enqueue leases what it inserted): the
 -- queues among :queues that qualify, and their room. One writer: the running count is
--- exact. sqlite_enqueue.py then picks within the room and leases with claim_tasks.
+-- exact. sqlite/enqueue.py then picks within the room and leases with claim_tasks.
 SELECT q.name,
        q.max_concurrency - (SELECT count(*) FROM tasks t INDEXED BY tasks_running
                             WHERE t.queue = q.name AND t.status = 'running') AS free
@@ -109,7 +109,7 @@ WHERE id = :id AND status = 'ready'
 RETURNING seq;
 
 -- name: retry_task
--- See postgres.sql: redrive a failed or canceled task, or make a ready one due now.
+-- See postgres/sql/core.sql: redrive a failed or canceled task, or make a ready one due now.
 UPDATE tasks
 SET status = 'ready', updated_at = :now,
     attempt_base = CASE WHEN status = 'ready' THEN attempt_base ELSE attempts END,
@@ -128,7 +128,7 @@ RETURNING seq;
 
 -- name: claim_tasks_open_queues
 -- SQLite cannot take a LIMIT from an outer row (no LATERAL), so the claim is several
--- statements in one BEGIN IMMEDIATE transaction (sqlite_claim.py), applying the rules of
+-- statements in one BEGIN IMMEDIATE transaction (sqlite/claim.py), applying the rules of
 -- claim_rules.py that the PostgreSQL statement applies in SQL. It is in-process, so the
 -- extra statements cost no round trips, and every scan is bounded by the batch size or
 -- the number of tenants and keys with ready work, never by the backlog.
@@ -377,7 +377,7 @@ RETURNING task_seq;
 
 -- name: reap_expired
 -- Running tasks whose lease expired return to ready, due now, or fail when that attempt
--- was their last (see postgres.sql). :seqs are the tasks the attempts were written for.
+-- was their last (see postgres/sql/core.sql). :seqs are the tasks the attempts were written for.
 UPDATE tasks
 SET status = CASE WHEN e.last THEN 'failed' ELSE 'ready' END,
     callback_due = CASE WHEN e.last THEN failure_callback_url IS NOT NULL ELSE callback_due END,
@@ -402,7 +402,7 @@ FROM (
 WHERE tasks.seq = e.seq;
 
 -- name: extend_leases
--- The heartbeat (see postgres.sql). :leases is a JSON array of [task seq, lease token].
+-- The heartbeat (see postgres/sql/core.sql). :leases is a JSON array of [task seq, lease token].
 UPDATE tasks
 SET lease_expires_at = :now + CAST(
         (coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) + :lease_margin)
@@ -412,7 +412,7 @@ WHERE (seq, lease_token) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json
 RETURNING seq, lease_token;
 
 -- name: prune_succeeded
--- Retention (see postgres.sql); the attempts go with their task (ON DELETE CASCADE).
+-- Retention (see postgres/sql/core.sql); the attempts go with their task (ON DELETE CASCADE).
 DELETE FROM tasks
 WHERE seq IN (
     SELECT seq FROM tasks INDEXED BY tasks_succeeded

@@ -1,4 +1,4 @@
--- Bulk operations and callbacks for SQLite (see postgres_operations.sql; workly/operations.py,
+-- Bulk operations and callbacks for SQLite (see postgres/sql/operations.sql; workly/operations.py,
 -- service/callbacks.py). The task filter (:queue … :last_status_code; NULL: any) is written
 -- out in each query that needs it. What only reads tasks (the count, a chunk's tasks) runs on
 -- the reader connection, so the single writer is not held while it scans.
@@ -77,7 +77,7 @@ ORDER BY t.seq
 LIMIT :chunk;
 
 -- name: retry_tasks
--- A chunk's redrive (see postgres_operations.sql).
+-- A chunk's redrive (see postgres/sql/operations.sql).
 UPDATE tasks
 SET status = 'ready', attempt_base = attempts, budget_at = :now, updated_at = :now,
     url = coalesce((SELECT e.url FROM endpoints e WHERE e.id = tasks.endpoint_id), url),
@@ -121,7 +121,7 @@ JOIN tasks t ON t.seq = d.seq
 LEFT JOIN attempts a ON a.id = (SELECT max(a2.id) FROM attempts a2 WHERE a2.task_seq = d.seq AND NOT a2.stale);
 
 -- name: clear_callbacks
--- Sent: only if the task has not finished again since (see postgres_operations.sql).
+-- Sent: only if the task has not finished again since (see postgres/sql/operations.sql).
 -- :sent is a JSON array of [task id, callback_seq].
 UPDATE tasks
 SET callback_due = 0

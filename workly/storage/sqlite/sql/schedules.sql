@@ -1,4 +1,4 @@
--- Schedules for SQLite (workly/schedules.py, storage/sqlite_schedules.py). Every write
+-- Schedules for SQLite (workly/schedules.py, storage/sqlite/schedules.py). Every write
 -- runs in the single writer's BEGIN IMMEDIATE transaction: no row locks are needed.
 
 -- name: insert_schedule

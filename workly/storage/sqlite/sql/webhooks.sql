@@ -1,4 +1,4 @@
--- Workly's webhook platform queries for SQLite (see postgres_webhooks.sql for what each
+-- Workly's webhook platform queries for SQLite (see postgres/sql/webhooks.sql for what each
 -- does). event_types is a JSON array; lists of keys and ids are JSON arrays.
 
 -- name: insert_endpoint
