@@ -286,4 +286,5 @@ async def test_a_lease_past_its_deadline_that_the_database_still_holds_is_sent(s
             await wait_until(lambda: paused.returned and not a._in_flight)
     assert lapsed(metrics) == 0
     assert request.headers["webhook-id"] == first.id
-    assert (await storage.tasks.get_task(first.id)).attempts == 1  # type: ignore[union-attr]
+    stored = await storage.tasks.get_task(first.id)
+    assert stored is not None and stored.attempts == 1
