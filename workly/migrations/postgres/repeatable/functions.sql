@@ -6,9 +6,10 @@
 --
 -- CREATE OR REPLACE cannot change a function's arguments or result type: a function with
 -- other arguments is another function, an overload beside the old one. Changing them takes
--- a numbered migration that drops the old signature (never with CASCADE; the grants on it go
--- with it, so that migration grants again what pg_proc.proacl held, and operations.md says
--- so), and this file then creates the new one.
+-- a numbered migration that creates the new signature as a stub (this file runs after the
+-- numbered migrations, so the new function must exist when the migration grants on it),
+-- grants on it what pg_proc.proacl held for the old one, and drops the old signature (never
+-- with CASCADE); this file then gives the new one its body.
 
 -- The claim's rules (migration 0006 made them; workly/storage/claim_rules.py says what they
 -- are): claim_<rule> here is <rule>() there, with the same arguments and the same arithmetic.
