@@ -31,10 +31,9 @@ from workly.delivery_stats import Rollup
 from workly.dispatch.attempt_log import log_attempt
 from workly.dispatch.deliverer import Deliverer
 from workly.dispatch.http import NotSent
-from workly.dispatch.leases import Lease, send_by
+from workly.dispatch.leases import Lease, extend_in_database, send_by
 from workly.dispatch.policy import DeliveryOutcome, judge, overdue
 from workly.dispatch.result_retries import ResultSubmitter
-from workly.errors import StorageUnavailable
 from workly.metrics import Metrics
 from workly.models import AttemptResult, Claim, ClaimedTask, LeaseOffer, RecordSummary
 from workly.periodic import run_every
@@ -334,12 +333,8 @@ class Dispatcher:
         from renewing it: a failover, a busy pool): extend it there. Held, it is renewed
         from a reading taken before the extension's ``now``; gone (reaped, claimed again)
         or no answer, it is not sent."""
-        since, key = self._clock.monotonic(), (lease.task.seq, lease.task.lease_token)
-        try:
-            renewed = await self._storage.extend_leases([key], self._clock.now(), self._lease_margin)
-        except (StorageUnavailable, TimeoutError):
-            return False
-        if key not in renewed:
+        since = self._clock.monotonic()
+        if not await extend_in_database(self._storage, lease.task, self._clock, self._lease_margin):
             return False
         lease.renewed(since, self._lease_margin)
         return True

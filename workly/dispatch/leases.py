@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workly.clock import Clock
+from workly.errors import StorageUnavailable
 from workly.models import ClaimedTask
+from workly.storage.contract import DispatchStore
 
 # Of the lease margin, kept back from the deadline for the wall clocks of the processes that
 # share a database disagreeing (each reaper judges a lease by its own). Half a heartbeat
@@ -52,3 +55,18 @@ class Lease:
     def lapsed(self, now: float) -> bool:
         """Whether the lease may have ended before a request written at ``now`` would be over."""
         return now >= self.send_by
+
+
+async def extend_in_database(
+    store: DispatchStore, task: ClaimedTask, clock: Clock, lease_margin: float, deadline: float | None = None
+) -> bool | None:
+    """Extend ``task``'s lease in the database: True when it was still held (it now runs on
+    from this ``now``), False when not (reaped, claimed again, its result recorded), None when
+    the database did not answer (by ``deadline``, monotonic, when given)."""
+    key = (task.seq, task.lease_token)
+    try:
+        async with clock.timeout_at(deadline):
+            renewed = await store.extend_leases([key], clock.now(), lease_margin)
+    except (StorageUnavailable, TimeoutError):
+        return None
+    return key in renewed

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from workly.batching import GroupCommitter
 from workly.clock import Clock
+from workly.dispatch.leases import extend_in_database
 from workly.errors import StorageUnavailable
 from workly.models import AttemptResult, ClaimedTask, RecordSummary
 from workly.storage.contract import DispatchStore
@@ -69,13 +70,9 @@ class ResultSubmitter:
     async def _still_leased(self, task: ClaimedTask, deadline: float) -> bool:
         """Whether ``task`` is still running under this delivery's lease (now extended); a
         database still unavailable counts as held, to be asked again after the next try."""
-        try:
-            async with self._clock.timeout_at(deadline):
-                held = await self._storage.extend_leases(
-                    [(task.seq, task.lease_token)], self._clock.now(), self._lease_margin
-                )
-        except (StorageUnavailable, TimeoutError):
+        held = await extend_in_database(self._storage, task, self._clock, self._lease_margin, deadline)
+        if held is None:
             return True
         if not held:
             log.info("task %s: its result was recorded after all, or its lease taken over", task.id)
-        return bool(held)
+        return held

@@ -67,9 +67,6 @@ class WebhookUseCases:
         self._work_available = work_available
         self._max_body_bytes = max_body_bytes
 
-    def now(self) -> datetime:
-        return self._clock.now()
-
     # --- endpoints -----------------------------------------------------------------
     async def create_endpoint(self, spec: EndpointSpec) -> Endpoint:
         """Store a new endpoint, enabled; a signing secret is generated when none is given."""
@@ -77,7 +74,7 @@ class WebhookUseCases:
         if delivery.signing_secret is None:
             delivery = replace(delivery, signing_secret=generate_secret())
         return await self._webhooks.create_endpoint(
-            new_id("ep"), replace(spec, delivery=delivery), self.now()
+            new_id("ep"), replace(spec, delivery=delivery), self._clock.now()
         )
 
     async def get_endpoint(self, endpoint_id: str) -> Endpoint:
@@ -109,7 +106,7 @@ class WebhookUseCases:
                 raise InvalidEndpoint(str(exc)) from None
             return changed
 
-        endpoint = await self._webhooks.update_endpoint(endpoint_id, change, self.now())
+        endpoint = await self._webhooks.update_endpoint(endpoint_id, change, self._clock.now())
         if endpoint.enabled:
             self._work_available()  # more concurrency, a higher rate, a new URL
         return endpoint
@@ -130,7 +127,9 @@ class WebhookUseCases:
         return secret
 
     async def enable_endpoint(self, endpoint_id: str) -> Endpoint:
-        endpoint, changed = await self._webhooks.set_endpoint_enabled(endpoint_id, True, None, self.now())
+        endpoint, changed = await self._webhooks.set_endpoint_enabled(
+            endpoint_id, True, None, self._clock.now()
+        )
         self._work_available()  # enabled, or its breaker reset: what it held may go now
         if changed:
             self._own_events.endpoint_changed(endpoint)
@@ -138,7 +137,7 @@ class WebhookUseCases:
 
     async def disable_endpoint(self, endpoint_id: str) -> Endpoint:
         endpoint, changed = await self._webhooks.set_endpoint_enabled(
-            endpoint_id, False, MANUALLY_DISABLED, self.now()
+            endpoint_id, False, MANUALLY_DISABLED, self._clock.now()
         )
         if changed:
             self._own_events.endpoint_changed(endpoint)
@@ -146,7 +145,7 @@ class WebhookUseCases:
 
     async def recover_endpoint(self, endpoint_id: str, since: datetime) -> int:
         """Re-enqueue the endpoint's tasks that failed at or after ``since``; how many."""
-        recovered = await self._webhooks.recover_endpoint(endpoint_id, since, self.now())
+        recovered = await self._webhooks.recover_endpoint(endpoint_id, since, self._clock.now())
         if recovered:
             self._work_available()
         return recovered
@@ -173,13 +172,13 @@ class WebhookUseCases:
 
     async def _publish(self, event: NewEvent) -> Published | None:
         if not self._tracing.enabled:
-            return await self._webhooks.publish(event, self.now(), new_task_id)
+            return await self._webhooks.publish(event, self._clock.now(), new_task_id)
         attributes = {"messaging.system": "workly", "workly.event.type": event.type}
         context = parse_trace_context(event.traceparent, event.tracestate)
         with self._tracing.enqueue("workly.publish", context, attributes) as span:
             traceparent, tracestate = stored(span)
             traced = replace(event, traceparent=traceparent, tracestate=tracestate)
-            return await self._webhooks.publish(traced, self.now(), new_task_id)
+            return await self._webhooks.publish(traced, self._clock.now(), new_task_id)
 
     async def get_event(self, event_id: str) -> Event:
         event = await self._webhooks.get_event(event_id)
