@@ -24,6 +24,7 @@ POSTGRES_ONLY = {
     "announce_work", "autovacuum_enabled", "vacuum", "lock_queue_of_task", "delete_queue_releases",
     "lock_queues", "recount_running", "lock_queues_named", "take_sql_arrivals", "sql_arrivals_used",
     "set_sql_limits", "schema_exists", "earlier_install_elsewhere",
+    "definitions_owned_by_others",  # SQLite has no owners: one file, one user
     "database_now",  # SQLite is a file of this host: its clock is this host's
     "lock_for_recount", "recount_lock_timeout",  # SQLite's one writer already keeps everyone else out
     # Deletes rebalance SQLite's B-trees: no index bloat to rebuild.

@@ -1,16 +1,20 @@
 """Repeatable files (workly/migrations/<dialect>/repeatable/): run after the numbered
-migrations when their content changes, recorded in schema_repeatables; an install the old
-numbered migrations made comes out with the same views and functions as a fresh one, and keeps
-the grants on its functions."""
+migrations when their revision is above the recorded one (never when it is below: an older
+process of a rolling upgrade), recorded in schema_repeatables; an install the old numbered
+migrations made comes out with the definitions they left, and keeps the grants on its
+functions; a role that may not replace a definition is told which, before anything runs."""
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
+from workly.errors import ConfigError
 from workly.storage import migrator
 from workly.storage.factory import open_storage
 from workly.storage.migrator import Repeatable, load_migrations, load_repeatables
@@ -21,27 +25,66 @@ from workly.storage.sqlite.statements import split_statements
 # The numbered migrations before repeatable files existed: what the old code applied.
 OLD = 15
 LATEST = [m.version for m in load_migrations("postgres")]
-# Run once more each time its content changes: counts its runs in a table of its own.
-PROBE = Repeatable(
-    "zz_probe", "CREATE TABLE IF NOT EXISTS probe_runs (n integer);\nINSERT INTO probe_runs VALUES (1);\n"
-)
+DIALECTS: tuple[Dialect, ...] = ("postgres", "sqlite")
+# Each file's content at each of its revisions (the SHA-256 of revision n is the n-th): a
+# change to a file fails test_each_change_raises_the_revision until its first line is raised by
+# one and the new content's hash is appended here.
+REVISIONS: dict[tuple[Dialect, str], list[str]] = {
+    ("postgres", "claim_rules"): ["224ba336e99f2dcfdd3e14eea77e1f773f21306b58a5f31480e97e65044f045e"],
+    ("postgres", "enqueue_checks"): ["b84fde5d0cd181613f5fafa02eae3dcb5576ae0752cbe4b404d2f25e4c959304"],
+    ("postgres", "enqueue_functions"): ["7a217d88278aa18603dcbf5e3894497067184fa9a7a80853010ebab26949e158"],
+    ("postgres", "task_counts"): ["4abd4e2d2e092aa4249f2db7f087d02d9ed36fd7753ef4d05df76b2a32a64796"],
+    ("postgres", "views"): ["e9445d920dd2376e931e7feb1bf3e89cfdd057a77033d8c52a9240631d4b51ea"],
+    ("sqlite", "views"): ["71aa47f73fd6e7088d313ff3d80ce766c259c891bbfa7490ad51dc3499949df4"],
+}
+# The functions and views (as _postgres_functions and _postgres_views name them) whose
+# definition the files changed from what migrations 1-15 left: none yet. A change to one adds it here.
+CHANGED_SINCE_OLD: set[str] = set()
 
 
-def test_the_repeatable_files_are_the_views_the_old_migrations_left() -> None:
-    assert [r.name for r in load_repeatables("postgres")] == ["functions", "views"]
+def _probe(revision: int, extra: str = "") -> Repeatable:
+    """A file that counts its runs in a table of its own."""
+    sql = "CREATE TABLE IF NOT EXISTS probe_runs (n integer);\nINSERT INTO probe_runs VALUES (1);\n"
+    return Repeatable("zz_probe", f"-- revision: {revision}\n{sql}{extra}")
+
+
+def test_the_repeatable_files_came_with_migration_16() -> None:
+    assert [r.name for r in load_repeatables("postgres")] == [
+        "claim_rules", "enqueue_checks", "enqueue_functions", "task_counts", "views",
+    ]  # fmt: skip
     assert [r.name for r in load_repeatables("sqlite")] == ["views"]  # SQLite has no SQL functions
-    dialects: tuple[Dialect, ...] = ("postgres", "sqlite")
-    for dialect in dialects:
+    for dialect in DIALECTS:
         assert load_migrations(dialect)[OLD].name == "schema_repeatables"
 
 
-def _old_sqlite_install(path: Path) -> None:
-    """Migrations 1-15 applied as the code before repeatable files applied them."""
+def test_each_change_raises_the_revision() -> None:
+    found = {(dialect, r.name): r for dialect in DIALECTS for r in load_repeatables(dialect)}
+    assert set(found) == set(REVISIONS)
+    for key, repeatable in found.items():
+        hashes = REVISIONS[key]
+        assert (repeatable.revision, repeatable.sha256) == (len(hashes), hashes[-1]), (
+            f"{key} changed: raise its first line to '-- revision: {len(hashes) + 1}' and append "
+            "the new content's SHA-256 to REVISIONS"
+        )
+        assert len(set(hashes)) == len(hashes)
+
+
+def test_a_file_without_a_revision_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "views.sql").write_text("-- revision: 2\nSELECT 1;\n")
+    assert [r.revision for r in load_repeatables("sqlite", tmp_path)] == [2]
+    for first_line in ("-- The views", "-- revision: 0", "-- revision: two", " -- revision: 1"):
+        (tmp_path / "views.sql").write_text(f"{first_line}\nSELECT 1;\n")
+        with pytest.raises(RuntimeError, match=r"'views' does not begin with '-- revision: N'"):
+            load_repeatables("sqlite", tmp_path)
+
+
+def _old_sqlite_install(path: Path, upto: int = OLD) -> None:
+    """Migrations 1-``upto`` applied as the code before repeatable files applied them."""
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("BEGIN IMMEDIATE")
         db.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)")
-        for migration in load_migrations("sqlite")[:OLD]:
+        for migration in load_migrations("sqlite")[:upto]:
             for statement in split_statements(migration.sql):
                 db.execute(statement)
             db.execute("INSERT INTO schema_version (version) VALUES (?)", (migration.version,))
@@ -77,7 +120,7 @@ async def test_an_old_sqlite_install_gets_the_views_of_a_fresh_one(tmp_path: Pat
     assert [name for _, name, _ in _sqlite_schema(fresh)] == ["task_view"]
 
 
-async def _old_postgres_install(url: str, schema: str) -> None:
+async def _old_postgres_install(url: str, schema: str, upto: int = OLD) -> None:
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction():
@@ -87,7 +130,7 @@ async def _old_postgres_install(url: str, schema: str) -> None:
                 "CREATE TABLE schema_version (version integer PRIMARY KEY,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
-            for migration in load_migrations("postgres")[:OLD]:
+            for migration in load_migrations("postgres")[:upto]:
                 if not migration.is_empty:
                     await conn.execute(migration.for_schema(schema))
                 await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", migration.version)
@@ -137,14 +180,49 @@ async def _postgres_functions(url: str, schema: str) -> dict[str, tuple[str, obj
 @pytest.mark.postgres
 async def test_an_old_postgres_install_gets_the_views_of_a_fresh_one(pg_fresh_db: str) -> None:
     await _old_postgres_install(pg_fresh_db, "old_install")
-    [(_, _, old_columns)] = await _postgres_views(pg_fresh_db, "old_install")
+    [(_, old_definition, old_columns)] = await _postgres_views(pg_fresh_db, "old_install")
     assert await _migrate(pg_fresh_db, "old_install") == LATEST[OLD:]
     assert await _migrate(pg_fresh_db, "fresh_install") == LATEST
     upgraded = await _postgres_views(pg_fresh_db, "old_install")
     assert upgraded == await _postgres_views(pg_fresh_db, "fresh_install")
-    [(name, _, columns)] = upgraded
+    [(name, definition, columns)] = upgraded
     # CREATE OR REPLACE kept the view: its columns as the old code left them, then any new ones.
     assert name == "task_view" and columns[: len(old_columns)] == old_columns
+    if name not in CHANGED_SINCE_OLD:
+        assert definition == old_definition
+
+
+async def test_an_sqlite_install_of_hashes_gets_revisions(tmp_path: Path) -> None:
+    """Migration 16 as the code of one file per dialect's views left it: a hash, no revision."""
+    path = tmp_path / "16.db"
+    _old_sqlite_install(path, upto=OLD + 1)
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO schema_repeatables (name, sha256) VALUES ('views', 'e3b0')")
+    db.commit()
+    db.close()
+    assert await _migrate(f"sqlite:///{path}") == LATEST[OLD + 1 :]
+    rows = await _fetch(f"sqlite:///{path}", "SELECT name, revision FROM schema_repeatables")
+    assert rows == [(r.name, r.revision) for r in load_repeatables("sqlite")]
+
+
+@pytest.mark.postgres
+async def test_a_postgres_install_of_one_functions_file_gets_one_per_concern(pg_fresh_db: str) -> None:
+    """Migration 16 as the code of one functions file left it: its row goes, each new file's
+    row comes with its revision, and the functions are the same ones."""
+    await _old_postgres_install(pg_fresh_db, "at_16", upto=OLD + 1)
+    conn = await asyncpg.connect(pg_fresh_db)
+    try:
+        await conn.execute(
+            "INSERT INTO at_16.schema_repeatables (name, sha256)"
+            " VALUES ('functions', 'e3b0'), ('views', 'e3b0')"
+        )
+    finally:
+        await conn.close()
+    before = await _postgres_functions(pg_fresh_db, "at_16")
+    assert await _migrate(pg_fresh_db, "at_16") == LATEST[OLD + 1 :]
+    rows = await _fetch(pg_fresh_db, "SELECT name, revision FROM at_16.schema_repeatables ORDER BY name")
+    assert rows == [(r.name, r.revision) for r in load_repeatables("postgres")]
+    assert (await _postgres_functions(pg_fresh_db, "at_16")).keys() == before.keys()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -169,32 +247,38 @@ async def _fetch(url: str, sql: str) -> list[tuple[object, ...]]:
         await conn.close()
 
 
-async def test_a_changed_file_runs_again_once_and_an_unchanged_one_not(
+async def test_a_newer_revision_runs_once_and_an_older_one_never(
     unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = unmigrated_url
     dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
     packaged = load_repeatables(dialect)
-    probe = PROBE
+    probe = _probe(1)
     monkeypatch.setattr(migrator, "load_repeatables", lambda dialect: [*packaged, probe])
 
     async def runs() -> int:
         return len(await _fetch(url, "SELECT n FROM probe_runs"))
 
-    async def recorded() -> dict[object, object]:
-        return {row[0]: row[1] for row in await _fetch(url, "SELECT name, sha256 FROM schema_repeatables")}
+    async def recorded() -> dict[object, tuple[object, object]]:
+        rows = await _fetch(url, "SELECT name, revision, sha256 FROM schema_repeatables")
+        return {row[0]: (row[1], row[2]) for row in rows}
 
     assert await _migrate(url) != []  # the numbered migrations, then every repeatable file
     assert await runs() == 1
-    assert await recorded() == {r.name: r.sha256 for r in [*packaged, probe]}
+    assert await recorded() == {r.name: (r.revision, r.sha256) for r in [*packaged, probe]}
     assert await _migrate(url) == []
-    assert await runs() == 1  # unchanged: not run again
-    probe = Repeatable(PROBE.name, PROBE.sql + "-- changed\n")
+    assert await runs() == 1  # the same revision: not run again
+    probe = _probe(2, "-- changed\n")
     assert await _migrate(url) == []
-    assert await runs() == 2  # changed: run again, once
-    assert (await recorded())[probe.name] == probe.sha256 != PROBE.sha256
+    assert await runs() == 2  # a newer revision: run again, once
+    assert (await recorded())[probe.name] == (2, probe.sha256)
     assert await _migrate(url) == []
     assert await runs() == 2
+    # A process of the older version starts during a rolling upgrade: its older file stays unrun.
+    probe = _probe(1)
+    assert await _migrate(url) == []
+    assert await runs() == 2
+    assert (await recorded())[probe.name] == (2, _probe(2, "-- changed\n").sha256)
 
 
 async def test_a_migration_that_drops_a_view_gets_it_back(
@@ -232,6 +316,10 @@ async def test_an_old_postgres_install_keeps_its_functions_and_their_grants(pg_f
     assert {name: definition for name, (definition, _) in upgraded.items()} == {
         name: definition for name, (definition, _) in fresh.items()
     }
+    changed = {
+        name for name, (definition, _) in upgraded.items() if definition != as_the_old_code_left_them[name][0]
+    }
+    assert changed == CHANGED_SINCE_OLD & set(upgraded)
     assert {name: acl for name, (_, acl) in upgraded.items()} == {
         name: acl for name, (_, acl) in as_the_old_code_left_them.items()
     }
@@ -241,3 +329,40 @@ async def test_an_old_postgres_install_keeps_its_functions_and_their_grants(pg_f
         "@schema@.publish_event",
     ]
     assert len(upgraded) == 25  # the claim's rules (5), enqueue's helpers and functions (16), counts' (4)
+
+
+@pytest.mark.postgres
+async def test_a_role_that_does_not_own_the_definitions_is_told_which_before_anything_runs(
+    pg_fresh_db: str,
+) -> None:
+    """CREATE OR REPLACE needs the owner: an operator who gave a function or the view to
+    another role gets every one named, and the schema as it was."""
+    admin = await asyncpg.connect(pg_fresh_db)
+    migrating = f"workly_test_migrator_{secrets.token_hex(6)}"
+    database = await admin.fetchval("SELECT current_database()")
+    await admin.execute(f'CREATE ROLE "{migrating}" LOGIN')
+    try:
+        await admin.execute(f'GRANT CREATE ON DATABASE "{database}" TO "{migrating}"')
+        parts = urlsplit(pg_fresh_db)
+        url = urlunsplit(parts._replace(netloc=f"{migrating}@{parts.hostname}:{parts.port or 5432}"))
+        assert await _migrate(url, "owned") == LATEST  # the migrating role owns what it made
+        await admin.execute("ALTER FUNCTION owned.claim_burst(double precision) OWNER TO pg_monitor")
+        await admin.execute("ALTER VIEW owned.task_view OWNER TO pg_monitor")
+        await admin.execute("UPDATE owned.schema_repeatables SET revision = 0")  # as before an upgrade
+        with pytest.raises(ConfigError) as refused:
+            await _migrate(url, "owned")
+        message = str(refused.value)
+        assert "function owned.claim_burst(rate_limit double precision) (owner pg_monitor)" in message
+        assert "view owned.task_view (owner pg_monitor)" in message
+        assert "OWNER TO" in message and "enqueue_task" not in message
+        assert await admin.fetch("SELECT DISTINCT revision FROM owned.schema_repeatables") == [(0,)]
+        # Given back, the files run.
+        await admin.execute(f'ALTER FUNCTION owned.claim_burst(double precision) OWNER TO "{migrating}"')
+        await admin.execute(f'ALTER VIEW owned.task_view OWNER TO "{migrating}"')
+        assert await _migrate(url, "owned") == []
+        assert await admin.fetch("SELECT DISTINCT revision FROM owned.schema_repeatables") == [(1,)]
+    finally:
+        await admin.execute("DROP SCHEMA IF EXISTS owned CASCADE")
+        await admin.execute(f'DROP OWNED BY "{migrating}"')
+        await admin.execute(f'DROP ROLE "{migrating}"')
+        await admin.close()

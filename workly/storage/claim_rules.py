@@ -2,7 +2,7 @@
 
 Both backends follow these rules. SQLite's claim (sqlite/claim.py) calls these functions.
 PostgreSQL's claim statement (postgres/sql/core.sql, claim_tasks) calls SQL functions of the
-same names and arithmetic (migrations/postgres/repeatable/functions.sql): ``claim_burst``,
+same names and arithmetic (migrations/postgres/repeatable/claim_rules.sql): ``claim_burst``,
 ``claim_tokens_now``, ``claim_take``, ``claim_share``, ``claim_rate_wait``; and its window
 functions order the candidates as ``choose`` does. tests/storage/test_claim_differential.py
 checks each SQL function against its Python twin, and both whole claims against each other

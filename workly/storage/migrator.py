@@ -6,12 +6,15 @@ A PostgreSQL migration that must name Workly's schema writes ``@schema@``; it is
 schema's name, quoted, in its place.
 
 Repeatable files: ``workly/migrations/<dialect>/repeatable/<name>.sql`` hold what is defined
-whole rather than changed step by step (task_view; PostgreSQL's functions): each is run after
-the numbered migrations, in name order, when its content's SHA-256 differs from the one
-recorded in ``schema_repeatables`` (migration 0016), and also whenever numbered migrations
-ran in the same call: one may drop what a file defines (PostgreSQL refuses to change the type of a
-column a view reads), and the file then defines it again. A file must be safe to run again
-(CREATE OR REPLACE; DROP … IF EXISTS first in SQLite).
+whole rather than changed step by step (task_view; PostgreSQL's functions). Each begins with a
+``-- revision: N`` line, raised by one whenever the file changes. A file is run after the
+numbered migrations, in name order, when its revision is above the one recorded in
+``schema_repeatables`` (migrations 0016, 0017), and also whenever numbered migrations ran in
+the same call: one may drop what a file defines (PostgreSQL refuses to change the type of a
+column a view reads), and the file then defines it again. A revision, not a hash: during a
+rolling upgrade, a process of the older version that starts must not put its older
+definitions back (an older version's numbered migrations are never newer, so it runs no file
+then). A file must be safe to run again (CREATE OR REPLACE; DROP … IF EXISTS first in SQLite).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from workly.storage.queries import Dialect
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 _COMMENT = re.compile(r"--[^\n]*")
+_REVISION = re.compile(r"\A-- revision: ([1-9]\d*)\n")
 
 
 @dataclass(frozen=True)
@@ -47,15 +51,24 @@ class Migration:
 
 @dataclass(frozen=True)
 class Repeatable:
-    name: str  # the file's name without .sql: the key its hash is recorded under
+    name: str  # the file's name without .sql: the key its revision is recorded under
     sql: str
+
+    @property
+    def revision(self) -> int:
+        """The number on the file's first line (``-- revision: N``)."""
+        match = _REVISION.match(self.sql)
+        if match is None:  # without one, a change would never run on an install
+            raise RuntimeError(f"repeatable file {self.name!r} does not begin with '-- revision: N'")
+        return int(match.group(1))
 
     def for_schema(self, schema: str) -> str:
         return _for_schema(self.sql, schema)
 
     @property
     def sha256(self) -> str:
-        """Of the file as written (before ``@schema@`` is replaced): the schema is the install's."""
+        """Of the file as written (before ``@schema@`` is replaced): recorded beside the
+        revision, to say which content an install holds."""
         return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
 
 
@@ -93,6 +106,8 @@ def load_repeatables(dialect: Dialect, folder: Traversable | None = None) -> lis
         for entry in folder.iterdir()
         if entry.name.endswith(".sql")
     ]
+    for repeatable in found:
+        _ = repeatable.revision  # refuses a file without one before anything runs
     return sorted(found, key=lambda r: r.name)
 
 
@@ -104,7 +119,8 @@ def is_latest(dialect: Dialect, version: int) -> bool:
     return version == len(load_migrations(dialect))
 
 
-def due_repeatables(dialect: Dialect, recorded: Mapping[str, str], migrated: bool) -> list[Repeatable]:
-    """The repeatable files to run: those whose hash differs from ``recorded`` (name → hash),
-    or all of them after numbered migrations ran (``migrated``: see the module's comment)."""
-    return [r for r in load_repeatables(dialect) if migrated or recorded.get(r.name) != r.sha256]
+def due_repeatables(dialect: Dialect, recorded: Mapping[str, int], migrated: bool) -> list[Repeatable]:
+    """The repeatable files to run: those of a revision above the one ``recorded`` (name →
+    revision; a file never run is due), or all of them after numbered migrations ran
+    (``migrated``: see the module's comment)."""
+    return [r for r in load_repeatables(dialect) if migrated or r.revision > recorded.get(r.name, 0)]

@@ -197,6 +197,7 @@ class PostgresQueries(CommonQueries):
     set_sql_limits: Query
     schema_exists: Query
     earlier_install_elsewhere: Query
+    definitions_owned_by_others: Query
     autovacuum_enabled: Query
     database_now: Query
     vacuum: Query

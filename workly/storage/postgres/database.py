@@ -70,12 +70,34 @@ class PostgresDatabase:
         return applied
 
     async def _run_repeatables(self, conn: Connection, migrated: bool) -> None:
-        """The repeatable files that changed (all of them after migrations: see migrator.py),
+        """The repeatable files of a newer revision (all of them after migrations: see migrator.py),
         in the migrations' transaction and under their lock, in Workly's schema."""
-        recorded = {row["name"]: row["sha256"] for row in await fetch(conn, self._q.get_schema_repeatables)}
-        for repeatable in due_repeatables("postgres", recorded, migrated):
+        recorded = {row["name"]: row["revision"] for row in await fetch(conn, self._q.get_schema_repeatables)}
+        due = due_repeatables("postgres", recorded, migrated)
+        if due:
+            await self._refuse_definitions_owned_by_others(conn)
+        for repeatable in due:
             await conn.execute(repeatable.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
-            await execute(conn, self._q.set_schema_repeatable, name=repeatable.name, sha256=repeatable.sha256)
+            await execute(
+                conn,
+                self._q.set_schema_repeatable,
+                name=repeatable.name,
+                revision=repeatable.revision,
+                sha256=repeatable.sha256,
+            )
+
+    async def _refuse_definitions_owned_by_others(self, conn: Connection) -> None:
+        """PostgreSQL would stop at the first function it may not replace, with a bare "must be
+        owner": name them all, and what to do."""
+        found = await fetch(conn, self._q.definitions_owned_by_others, schema=self._schema)
+        if found:
+            named = ", ".join(f"{row['name']} (owner {row['owner']})" for row in found)
+            raise ConfigError(
+                f"the schema's functions and views are replaced at each upgrade by the role that "
+                f"migrates, which must own them (or be a member of their owner): {named}. Migrate as "
+                "their owner, or give them back with ALTER FUNCTION/VIEW … OWNER TO the migrating role "
+                "(docs/operations.md)"
+            )
 
     async def check_install_location(self) -> None:
         if not self._schema_given:

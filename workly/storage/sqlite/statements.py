@@ -107,12 +107,13 @@ def migrate(db: Db) -> list[int]:
         version = migration.version
     if not is_latest("sqlite", version):
         return applied
-    # The repeatable files that changed (all of them after migrations: see migrator.py).
-    recorded = {row["name"]: row["sha256"] for row in fetchall(db, q.get_schema_repeatables)}
+    # The repeatable files of a newer revision (all of them after migrations: see migrator.py).
+    recorded = {row["name"]: row["revision"] for row in fetchall(db, q.get_schema_repeatables)}
     for repeatable in due_repeatables("sqlite", recorded, migrated=bool(applied)):
         for statement in split_statements(repeatable.sql):
             db.execute(statement)
-        execute(db, q.set_schema_repeatable, {"name": repeatable.name, "sha256": repeatable.sha256})
+        row = {"name": repeatable.name, "revision": repeatable.revision, "sha256": repeatable.sha256}
+        execute(db, q.set_schema_repeatable, row)
     return applied
 
 

@@ -1,5 +1,7 @@
--- The views, as they are now: run again whenever this file changes (workly/storage/migrator.py
--- says when), so a view is changed here, not in a numbered migration. SQLite cannot replace a
+-- revision: 1
+-- The views, as they are now: a repeatable file (workly/storage/migrator.py says when it
+-- runs), so a view is changed here, not in a numbered migration, and the revision above is
+-- raised by one with each change (a test holds each revision's content). SQLite cannot replace a
 -- view: it is dropped and created again, in the migration's transaction.
 --
 -- task_view: a task as the API shows it, its queue's defaults filled in. A running task shows

@@ -356,12 +356,13 @@ SELECT coalesce(max(version), 0) AS version FROM schema_version;
 INSERT INTO schema_version (version) VALUES (:version);
 
 -- name: get_schema_repeatables
--- The repeatable files run, and the hash of the content run (storage/migrator.py).
-SELECT name, sha256 FROM schema_repeatables;
+-- The repeatable files run, and the revision run (storage/migrator.py).
+SELECT name, revision FROM schema_repeatables;
 
 -- name: set_schema_repeatable
-INSERT INTO schema_repeatables (name, sha256) VALUES (:name, :sha256)
-ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, applied_at = excluded.applied_at;
+INSERT INTO schema_repeatables (name, revision, sha256) VALUES (:name, :revision, :sha256)
+ON CONFLICT (name) DO UPDATE
+SET revision = excluded.revision, sha256 = excluded.sha256, applied_at = excluded.applied_at;
 
 -- name: reap_expired_attempts
 -- SQLite runs the reap as two statements in one BEGIN IMMEDIATE transaction: first the
