@@ -76,6 +76,25 @@ class PausedAfterClaim:
         return await self._store.extend_leases(leases, now, lease_margin)
 
 
+class UnansweredExtension(PausedAfterClaim):
+    """As PausedAfterClaim, and once ``hang`` is set, a lease extension gets no answer until
+    ``answer`` is set: a pool that hands out no connection."""
+
+    def __init__(self, store: DispatchStore) -> None:
+        super().__init__(store)
+        self.hang = False
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def extend_leases(
+        self, leases: Sequence[tuple[int, str]], now: datetime, lease_margin: float
+    ) -> set[tuple[int, str]]:
+        if self.hang:
+            self.asked.set()
+            await self.answer.wait()
+        return await super().extend_leases(leases, now, lease_margin)
+
+
 class PausedInEnqueue:
     """What the enqueuer uses of a real storage's task role, whose enqueues answer only once
     ``resume`` is set: the process stopped while its enqueue's transaction (which leased the
@@ -288,3 +307,24 @@ async def test_a_lease_past_its_deadline_that_the_database_still_holds_is_sent(s
     assert request.headers["webhook-id"] == first.id
     stored = await storage.tasks.get_task(first.id)
     assert stored is not None and stored.attempts == 1
+
+
+async def test_a_lapsed_lease_is_not_sent_when_the_database_does_not_answer(storage: Storage) -> None:
+    """The extension that would let a lapsed lease go out waits one heartbeat interval for the
+    database, no longer: then the task is not sent, and comes back through the reaper."""
+    world, clock_a, metrics = VirtualClock(), VirtualClock(), Metrics()
+    stuck = UnansweredExtension(storage.dispatch)
+    async with key_receiver() as receiver:
+        await keyed_pair(storage, receiver, world)
+        async with dispatcher_on(stuck, clock_a, StalledResolver(stalled=False), metrics) as a:
+            await asyncio.wait_for(stuck.claimed.wait(), 10)
+            stuck.hang = True
+            clock_a.advance(PAUSE)  # past A's deadline
+            stuck.resume.set()
+            await asyncio.wait_for(stuck.asked.wait(), 10)
+            assert a._in_flight and lapsed(metrics) == 0  # still waiting for the answer
+            clock_a.advance(MARGIN / 3)
+            await wait_until(lambda: stuck.returned and not a._in_flight)
+            assert lapsed(metrics) == 1
+            stuck.answer.set()  # the heartbeats waiting behind it may end
+    assert receiver.at("/k/0") == []

@@ -332,9 +332,13 @@ class Dispatcher:
         """Past its local deadline a lease may still hold in the database (heartbeats kept
         from renewing it: a failover, a busy pool): extend it there. Held, it is renewed
         from a reading taken before the extension's ``now``; gone (reaped, claimed again)
-        or no answer, it is not sent."""
+        or no answer, it is not sent. The answer is awaited one heartbeat interval at most
+        (margin/3, never shorter than a statement's timeout): a pool that hands out no
+        connection for longer is a database not keeping up, and the task comes back through
+        the reaper."""
         since = self._clock.monotonic()
-        if not await extend_in_database(self._storage, lease.task, self._clock, self._lease_margin):
+        deadline = since + self._lease_margin / 3
+        if not await extend_in_database(self._storage, lease.task, self._clock, self._lease_margin, deadline):
             return False
         lease.renewed(since, self._lease_margin)
         return True
