@@ -240,6 +240,9 @@ class FlakyResults:
     ) -> set[tuple[int, str]]:
         return await self._store.extend_leases(leases, now, lease_margin)
 
+    async def extend_lease(self, seq: int, lease_token: str, now: datetime, lease_margin: float) -> bool:
+        return await self._store.extend_lease(seq, lease_token, now, lease_margin)
+
     async def record_results(
         self, results: Sequence[AttemptResult], now: datetime, rules: BreakerRules = BreakerRules()
     ) -> RecordSummary:

@@ -120,3 +120,17 @@ async def test_the_heartbeat_extends_only_leases_still_held(storage: Storage, cl
     }
     assert await storage.upkeep.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
     assert await storage.upkeep.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one (110 s)
+
+
+async def test_one_lease_is_extended_only_while_held(storage: Storage, clock: VirtualClock) -> None:
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=10), clock.now())
+    await storage.tasks.enqueue([new(), new()], clock.now())
+    held, finished = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+    await storage.dispatch.record_results([result_for(finished, clock.now(), "succeeded")], clock.now())
+    later = clock.advance(50)
+    assert await storage.dispatch.extend_lease(held.seq, held.lease_token, later, MARGIN)
+    assert not await storage.dispatch.extend_lease(finished.seq, finished.lease_token, later, MARGIN)
+    assert not await storage.dispatch.extend_lease(held.seq, "not-mine", later, MARGIN)
+    assert await storage.upkeep.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
+    assert await storage.upkeep.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one
+    assert not await storage.dispatch.extend_lease(held.seq, held.lease_token, clock.now(), MARGIN)

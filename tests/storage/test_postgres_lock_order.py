@@ -62,6 +62,36 @@ async def test_the_heartbeat_never_waits_for_a_task_row_another_transaction_hold
         await storage.close()
 
 
+async def test_one_lease_waits_for_its_row_where_the_heartbeat_skips_it(
+    pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
+) -> None:
+    """The check before a result is tried again (or a lapsed lease is sent) must not read a
+    row a heartbeat holds as a lost lease: it waits, then answers from the row as committed."""
+    storage = await PostgresStorage.open(pg_url)
+    try:
+        held, finished = await running(storage, clock, 2)
+        async with pg.transaction():  # a heartbeat in progress
+            await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR NO KEY UPDATE", held.seq)
+            asked = asyncio.create_task(
+                storage.dispatch.extend_lease(held.seq, held.lease_token, clock.advance(5), MARGIN)
+            )
+            await wait_for_lock_waiters(pg, 1)
+            assert not asked.done()
+        assert await asked
+        async with pg.transaction():  # its result, being written
+            await pg.execute("SELECT 1 FROM tasks WHERE seq = $1 FOR NO KEY UPDATE", finished.seq)
+            asked = asyncio.create_task(
+                storage.dispatch.extend_lease(finished.seq, finished.lease_token, clock.now(), MARGIN)
+            )
+            await wait_for_lock_waiters(pg, 1)
+            await pg.execute(
+                "UPDATE tasks SET status = 'succeeded', lease_token = NULL WHERE seq = $1", finished.seq
+            )
+        assert not await asked  # behind the committed result: no longer held
+    finally:
+        await storage.close()
+
+
 async def test_a_result_batch_locks_its_tasks_in_seq_order_before_writing_any(
     pg_url: str, pg: asyncpg.Connection, clock: VirtualClock
 ) -> None:

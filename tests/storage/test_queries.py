@@ -27,6 +27,7 @@ POSTGRES_ONLY = {
     "definitions_owned_by_others",  # SQLite has no owners: one file, one user
     "database_now",  # SQLite is a file of this host: its clock is this host's
     "lock_for_recount", "recount_lock_timeout",  # SQLite's one writer already keeps everyone else out
+    "extend_lease",  # SQLite takes no row locks: its extend_leases skips nothing, and serves
     # Deletes rebalance SQLite's B-trees: no index bloat to rebuild.
     "bloated_indexes", "index_leftovers", "cancel_index_rebuilds",
 }  # fmt: skip

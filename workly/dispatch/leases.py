@@ -63,10 +63,8 @@ async def extend_in_database(
     """Extend ``task``'s lease in the database: True when it was still held (it now runs on
     from this ``now``), False when not (reaped, claimed again, its result recorded), None when
     the database did not answer (by ``deadline``, monotonic, when given)."""
-    key = (task.seq, task.lease_token)
     try:
         async with clock.timeout_at(deadline):
-            renewed = await store.extend_leases([key], clock.now(), lease_margin)
+            return await store.extend_lease(task.seq, task.lease_token, clock.now(), lease_margin)
     except (StorageUnavailable, TimeoutError):
         return None
-    return key in renewed

@@ -198,6 +198,7 @@ class PostgresQueries(CommonQueries):
     schema_exists: Query
     earlier_install_elsewhere: Query
     definitions_owned_by_others: Query
+    extend_lease: Query
     autovacuum_enabled: Query
     database_now: Query
     vacuum: Query

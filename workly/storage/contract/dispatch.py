@@ -48,3 +48,9 @@ class DispatchStore(Protocol):
         to now + the task's timeout + ``lease_margin``, in one statement. Returns the leases
         it extended: the dispatcher renews its own deadline for those only (a seq alone could
         name a task this process claimed again under a new lease after losing the old one)."""
+
+    async def extend_lease(self, seq: int, lease_token: str, now: datetime, lease_margin: float) -> bool:
+        """One lease, extended as ``extend_leases`` extends it: whether it was still held.
+        Unlike the heartbeat, it waits for the task's row when a heartbeat or a result holds
+        it, rather than skipping it: its caller acts on the answer (a result to try again, a
+        lapsed lease to send under), and a skipped task is not a lost lease."""

@@ -119,6 +119,13 @@ class PostgresDispatch:
         extended = await retrying_contention(lambda: fetch(self._pool, self._q.extend_leases, **params))
         return {(row["seq"], row["lease_token"]) for row in extended}
 
+    async def extend_lease(self, seq: int, lease_token: str, now: datetime, lease_margin: float) -> bool:
+        params: dict[str, Any] = {
+            "seq": seq, "lease_token": lease_token, "now": now, "lease_margin": lease_margin,
+        }  # fmt: skip
+        extended = await retrying_contention(lambda: fetch(self._pool, self._q.extend_lease, **params))
+        return bool(extended)
+
 
 def _placed(row: asyncpg.Record) -> tuple[int, int, datetime, int]:
     """The claim's order across queues (claim_rules.choose): place, priority, run_at, seq."""

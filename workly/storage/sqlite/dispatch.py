@@ -49,6 +49,10 @@ class SqliteDispatch:
         extended = await self._writer.transaction(self._bookkeeping, fetchall, _q().extend_leases, params)
         return {(row["seq"], row["lease_token"]) for row in extended}
 
+    async def extend_lease(self, seq: int, lease_token: str, now: datetime, lease_margin: float) -> bool:
+        # One writer and no row locks: the heartbeat's statement skips nothing here.
+        return (seq, lease_token) in await self.extend_leases([(seq, lease_token)], now, lease_margin)
+
 
 def _record(db: Db, results: Sequence[AttemptResult], now_us: int, rules: BreakerRules) -> RecordSummary:
     payload = to_json(

@@ -942,6 +942,16 @@ FROM held h, queues q
 WHERE t.seq = h.seq AND q.name = t.queue
 RETURNING t.seq, t.lease_token;
 
+-- name: extend_lease
+-- One lease (:seq, :lease_token), extended as extend_leases extends it, waiting for the row
+-- when a heartbeat or a result holds it (one row: no lock order to keep). Behind a result
+-- that committed, the row is re-read and no longer running: not extended.
+UPDATE tasks t
+SET lease_expires_at = :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
+FROM queues q
+WHERE t.seq = :seq AND t.lease_token = :lease_token AND t.status = 'running' AND q.name = t.queue
+RETURNING t.seq;
+
 -- name: prune_succeeded
 -- Retention: :cutoff cutoff, :limit batch size. Small batches keep each transaction short; the
 -- attempts go with their task (ON DELETE CASCADE). Failed tasks are never pruned.
