@@ -1,8 +1,9 @@
 """A bulk retry under load, end to end: two `workly serve` workers on PostgreSQL, the
-benchmark tool (tools/bench/bulk_retry.py) as its own process. 20,000 failed tasks are
-redriven by one operation while 200 enqueues/s go on; the tool checks that every task arrived
-exactly once more, every load task was delivered, and no enqueue took over 1 s (a bound far
-above what it takes: docs/performance.md has the figures). About 35 s."""
+benchmark tool (tools/bench/bulk_retry.py) as its own process. 5,000 failed tasks (five of the
+operation's chunks) are redriven by one operation while 200 enqueues/s go on; the tool checks
+that every task arrived exactly once more and every load task was delivered. Not how long an
+enqueue took: the suite shares the machine, and docs/performance.md has the benchmark's
+figures (20,000 tasks, with its 1 s bound). About 15 s."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.support.servers import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-TASKS = 20_000
+TASKS = 5_000
 RATE = 200
 
 
@@ -52,6 +53,8 @@ async def test_a_bulk_retry_redrives_every_task_once_while_enqueues_go_on(
                 TEST_TOKEN,
                 str(TASKS),
                 str(RATE),
+                "--slow-enqueue",
+                "0",
             ],
             capture_output=True,
             text=True,

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.servers import free_port, workly_process
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 

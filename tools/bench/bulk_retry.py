@@ -1,6 +1,6 @@
 """A bulk retry of a large backlog of failed tasks while enqueues go on.
 
-    python -m tools.bench.bulk_retry SERVER_URL TOKEN [tasks] [rate]
+    python -m tools.bench.bulk_retry SERVER_URL TOKEN [tasks] [rate] [--slow-enqueue SECONDS]
 
 Against a running server (workly serve with WORKLY_OUTBOUND_ALLOW opening 127.0.0.1, or
 workly dev). A receiver this script runs on 127.0.0.1 first fails ``tasks`` tasks of queue
@@ -10,8 +10,9 @@ queue ``bulk``'s failed tasks, and waits until every failed task arrived once mo
 
 It prints the operation's duration (created → finished, as the server recorded it), the
 time until the last redelivery arrived, and the enqueue latency (p50, p99, max) measured
-while the operation ran. It exits 1 if an enqueue took longer than 1 s, if a task did not
-arrive exactly once more, or if a load task was not delivered. Bounded: it gives up after
+while the operation ran. It exits 1 if an enqueue took longer than ``--slow-enqueue`` seconds
+(1 by default; 0: not checked, as the test suite runs it on a machine it shares), if a task did
+not arrive exactly once more, or if a load task was not delivered. Bounded: it gives up after
 ``tasks`` / 50 + 300 seconds.
 """
 
@@ -28,7 +29,7 @@ import aiohttp
 from aiohttp import web
 
 BATCH = 1000
-SLOW_ENQUEUE = 1.0  # seconds: the bound the operation must not push an enqueue past
+SLOW_ENQUEUE = 1.0  # seconds: the bound the operation must not push an enqueue past (by default)
 
 
 class Receiver:
@@ -97,7 +98,7 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-async def main(server: str, token: str, tasks: int, rate: float) -> int:
+async def main(server: str, token: str, tasks: int, rate: float, slow_enqueue: float = SLOW_ENQUEUE) -> int:
     receiver = Receiver()
     app = web.Application()
     app.router.add_post("/{path:.*}", receiver.handle)
@@ -155,9 +156,9 @@ async def main(server: str, token: str, tasks: int, rate: float) -> int:
             print(f"  enqueue latency {label} ({len(values)} enqueues at {rate:g}/s): "
                   f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(values) * 1000:.1f} ms")  # fmt: skip
     failures = []
-    slow = [s for _, s in timings if s > SLOW_ENQUEUE]
+    slow = [s for _, s in timings if slow_enqueue and s > slow_enqueue]
     if slow:
-        failures.append(f"{len(slow)} enqueues slower than {SLOW_ENQUEUE:g} s (max {max(slow):.2f} s)")
+        failures.append(f"{len(slow)} enqueues slower than {slow_enqueue:g} s (max {max(slow):.2f} s)")
     if operation["state"] != "succeeded" or operation["changed"] != tasks:
         failures.append(f"the operation ended {operation['state']} with {operation['changed']} changed")
     once_more = sum(1 for n in receiver.bulk.values() if n == 1)
@@ -170,13 +171,18 @@ async def main(server: str, token: str, tasks: int, rate: float) -> int:
     for failure in failures:
         print(f"FAIL: {failure}")
     if not failures:
-        print(f"OK: {tasks:,} tasks redelivered once each; {enqueued:,} load tasks delivered; "
-              "no enqueue over 1 s")  # fmt: skip
+        bound = f"no enqueue over {slow_enqueue:g} s" if slow_enqueue else "enqueue latency not checked"
+        print(f"OK: {tasks:,} tasks redelivered once each; {enqueued:,} load tasks delivered; {bound}")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
+    slow_enqueue = SLOW_ENQUEUE
+    if "--slow-enqueue" in argv:
+        at = argv.index("--slow-enqueue")
+        slow_enqueue = float(argv[at + 1])
+        del argv[at : at + 2]
     if len(argv) < 2:
         raise SystemExit(__doc__)
     sys.exit(
@@ -186,6 +192,7 @@ if __name__ == "__main__":
                 argv[1],
                 int(argv[2]) if len(argv) > 2 else 20_000,
                 float(argv[3]) if len(argv) > 3 else 200.0,
+                slow_enqueue,
             )
         )
     )
