@@ -6,8 +6,11 @@ functions; a role that may not replace a definition is told which, before anythi
 
 from __future__ import annotations
 
+import itertools
+import logging
 import secrets
 import sqlite3
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,19 +27,9 @@ from workly.storage.sqlite.statements import split_statements
 
 # The numbered migrations before repeatable files existed: what the old code applied.
 OLD = 15
+ROOT = Path(__file__).resolve().parents[2]
 LATEST = [m.version for m in load_migrations("postgres")]
 DIALECTS: tuple[Dialect, ...] = ("postgres", "sqlite")
-# Each file's content at each of its revisions (the SHA-256 of revision n is the n-th): a
-# change to a file fails test_each_change_raises_the_revision until its first line is raised by
-# one and the new content's hash is appended here.
-REVISIONS: dict[tuple[Dialect, str], list[str]] = {
-    ("postgres", "claim_rules"): ["224ba336e99f2dcfdd3e14eea77e1f773f21306b58a5f31480e97e65044f045e"],
-    ("postgres", "enqueue_checks"): ["b84fde5d0cd181613f5fafa02eae3dcb5576ae0752cbe4b404d2f25e4c959304"],
-    ("postgres", "enqueue_functions"): ["7a217d88278aa18603dcbf5e3894497067184fa9a7a80853010ebab26949e158"],
-    ("postgres", "task_counts"): ["4abd4e2d2e092aa4249f2db7f087d02d9ed36fd7753ef4d05df76b2a32a64796"],
-    ("postgres", "views"): ["e9445d920dd2376e931e7feb1bf3e89cfdd057a77033d8c52a9240631d4b51ea"],
-    ("sqlite", "views"): ["71aa47f73fd6e7088d313ff3d80ce766c259c891bbfa7490ad51dc3499949df4"],
-}
 # The functions and views (as _postgres_functions and _postgres_views name them) whose
 # definition the files changed from what migrations 1-15 left: none yet. A change to one adds it
 # here (a function whose arguments changed is another function: its new signature, as
@@ -47,7 +40,7 @@ CHANGED_SINCE_OLD: set[str] = set()
 def _probe(revision: int, extra: str = "") -> Repeatable:
     """A file that counts its runs in a table of its own."""
     sql = "CREATE TABLE IF NOT EXISTS probe_runs (n integer);\nINSERT INTO probe_runs VALUES (1);\n"
-    return Repeatable("zz_probe", f"-- revision: {revision}\n{sql}{extra}")
+    return Repeatable.read("zz_probe", f"-- revision: {revision}\n{sql}{extra}")
 
 
 def test_the_repeatable_files_came_with_migration_16() -> None:
@@ -59,21 +52,38 @@ def test_the_repeatable_files_came_with_migration_16() -> None:
         assert load_migrations(dialect)[OLD].name == "schema_repeatables"
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
 def test_each_change_raises_the_revision() -> None:
-    found = {(dialect, r.name): r for dialect in DIALECTS for r in load_repeatables(dialect)}
-    assert set(found) == set(REVISIONS)
-    for key, repeatable in found.items():
-        hashes = REVISIONS[key]
-        assert (repeatable.revision, repeatable.sha256) == (len(hashes), hashes[-1]), (
-            f"{key} changed: raise its first line to '-- revision: {len(hashes) + 1}' and append "
-            "the new content's SHA-256 to REVISIONS"
-        )
-        assert len(set(hashes)) == len(hashes)
+    """Every version of each file in git, and the working copy: a change without a raised
+    revision would never run on an install that ran the file before."""
+    assert _git("rev-parse", "--is-inside-work-tree").strip() == "true", "the test reads the files' history"
+    for dialect in DIALECTS:
+        for repeatable in load_repeatables(dialect):
+            path = f"workly/migrations/{dialect}/repeatable/{repeatable.name}.sql"
+            commits = _git("log", "--format=%H", "--", path).split()
+            texts = [_git("show", f"{c}:{path}") for c in reversed(commits)]
+            # From the first version with a revision line (views.sql had none before 0017).
+            first = next((n for n, text in enumerate(texts) if text.startswith("-- revision:")), len(texts))
+            versions = [Repeatable.read(repeatable.name, text) for text in texts[first:]]
+            versions.append(repeatable)  # the working copy, changes not yet committed among them
+            for before, after in itertools.pairwise(versions):
+                assert after.sql == before.sql or after.revision > before.revision, (
+                    f"{path} changed without its first line raised above '-- revision: {before.revision}'"
+                )
+                assert after.revision in (before.revision, before.revision + 1), f"{path}: raise it by one"
 
 
 def test_a_file_without_a_revision_is_refused(tmp_path: Path) -> None:
     (tmp_path / "views.sql").write_text("-- revision: 2\nSELECT 1;\n")
     assert [r.revision for r in load_repeatables("sqlite", tmp_path)] == [2]
+    (tmp_path / "views.sql").write_bytes(
+        "\ufeff-- revision: 3\r\nSELECT 1;\r\n".encode()
+    )  # a Windows editor's
+    [crlf] = load_repeatables("sqlite", tmp_path)
+    assert (crlf.revision, crlf.sql) == (3, "-- revision: 3\nSELECT 1;\n")
     for first_line in ("-- The views", "-- revision: 0", "-- revision: two", " -- revision: 1"):
         (tmp_path / "views.sql").write_text(f"{first_line}\nSELECT 1;\n")
         with pytest.raises(RuntimeError, match=r"'views' does not begin with '-- revision: N'"):
@@ -292,6 +302,59 @@ async def test_a_newer_revision_runs_once_and_an_older_one_never(
     assert (await recorded())[probe.name] == (2, _probe(2, "-- changed\n").sha256)
 
 
+async def test_an_older_file_with_newer_migrations_is_refused_and_changes_nothing(
+    unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release branched before a file's fix, with a migration of its own: running its older
+    file after its migration would put the bug back."""
+    url = unmigrated_url
+    dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
+    packaged, migrations = load_repeatables(dialect), load_migrations(dialect)
+    probe = _probe(2)
+    monkeypatch.setattr(migrator, "load_repeatables", lambda dialect: [*packaged, probe])
+    assert await _migrate(url) == LATEST
+    probe = _probe(1)
+    extra = migrator.Migration(len(migrations) + 1, "next", "CREATE TABLE next_release (n integer);\n")
+    monkeypatch.setattr(migrator, "load_migrations", lambda dialect: [*migrations, extra])
+    with pytest.raises(ConfigError, match=r"zz_probe\.sql is revision 1, the database ran 2"):
+        await _migrate(url)
+    assert await _fetch(url, "SELECT max(version) FROM schema_version") == [(len(migrations),)]
+    assert await _fetch(url, "SELECT count(*) FROM probe_runs") == [(1,)]
+
+
+async def test_an_older_process_on_a_newer_schema_runs_no_file(
+    unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = unmigrated_url
+    dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
+    packaged, migrations = load_repeatables(dialect), load_migrations(dialect)
+    probe = _probe(1)
+    monkeypatch.setattr(migrator, "load_repeatables", lambda dialect: [*packaged, probe])
+    assert await _migrate(url) == LATEST
+    # The version before: one migration fewer, and (a test's liberty) a newer file.
+    probe = _probe(2)
+    monkeypatch.setattr(migrator, "load_migrations", lambda dialect: migrations[:-1])
+    assert await _migrate(url) == []
+    assert await _fetch(url, "SELECT count(*) FROM probe_runs") == [(1,)]
+
+
+async def test_a_change_without_a_raised_revision_is_not_run_and_said(
+    unmigrated_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = unmigrated_url
+    dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
+    packaged = load_repeatables(dialect)
+    probe = _probe(1)
+    monkeypatch.setattr(migrator, "load_repeatables", lambda dialect: [*packaged, probe])
+    assert await _migrate(url) == LATEST
+    probe = _probe(1, "-- changed\n")
+    with caplog.at_level(logging.WARNING, logger="workly.migrations"):
+        assert await _migrate(url) == []
+    assert await _fetch(url, "SELECT count(*) FROM probe_runs") == [(1,)]
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "workly.migrations"]
+    assert "zz_probe.sql differs from the one the database ran at the same revision" in warning
+
+
 async def test_a_migration_that_drops_a_view_gets_it_back(
     unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -350,7 +413,9 @@ async def test_a_role_that_does_not_own_the_definitions_is_told_which_before_any
     pg_fresh_db: str,
 ) -> None:
     """CREATE OR REPLACE needs the owner: an operator who gave a function or the view to
-    another role gets every one named, and the schema as it was."""
+    another role gets every one named, before the numbered migrations or the files run, and
+    the schema as it was. What is not Workly's in the schema (an extension's function, an
+    application's view) is none of its business."""
     admin = await asyncpg.connect(pg_fresh_db)
     migrating = f"workly_test_migrator_{secrets.token_hex(6)}"
     database = await admin.fetchval("SELECT current_database()")
@@ -359,20 +424,41 @@ async def test_a_role_that_does_not_own_the_definitions_is_told_which_before_any
         await admin.execute(f'GRANT CREATE ON DATABASE "{database}" TO "{migrating}"')
         parts = urlsplit(pg_fresh_db)
         url = urlunsplit(parts._replace(netloc=f"{migrating}@{parts.hostname}:{parts.port or 5432}"))
-        assert await _migrate(url, "owned") == LATEST  # the migrating role owns what it made
-        await admin.execute("ALTER FUNCTION owned.claim_burst(double precision) OWNER TO pg_monitor")
-        await admin.execute("ALTER VIEW owned.task_view OWNER TO pg_monitor")
-        await admin.execute("UPDATE owned.schema_repeatables SET revision = 0")  # as before an upgrade
-        with pytest.raises(ConfigError) as refused:
-            await _migrate(url, "owned")
-        message = str(refused.value)
-        assert "function owned.claim_burst(rate_limit double precision) (owner pg_monitor)" in message
-        assert "view owned.task_view (owner pg_monitor)" in message
-        assert "OWNER TO" in message and "enqueue_task" not in message
+        await _old_postgres_install(url, "owned")  # as the migrating role: it owns what it made
+        await admin.execute("CREATE FUNCTION owned.not_workly() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+        await admin.execute("CREATE VIEW owned.not_workly_either AS SELECT 1 AS n")
+        for given in (
+            "FUNCTION owned.claim_burst(double precision)",
+            "VIEW owned.task_view",
+            "FUNCTION owned.not_workly()",
+            "VIEW owned.not_workly_either",
+        ):
+            await admin.execute(f"ALTER {given} OWNER TO pg_monitor")
+
+        async def refusal() -> str:
+            with pytest.raises(ConfigError) as refused:
+                await _migrate(url, "owned")
+            message = str(refused.value)
+            assert "function owned.claim_burst(rate_limit double precision) (owner pg_monitor)" in message
+            assert "view owned.task_view (owner pg_monitor)" in message
+            assert "not_workly" not in message and "enqueue_task" not in message
+            return message
+
+        assert "OWNER TO" in await refusal()  # an upgrade: before its numbered migrations
+        assert await admin.fetchval("SELECT max(version) FROM owned.schema_version") == OLD
+
+        async def give_back() -> None:
+            for given in ("FUNCTION owned.claim_burst(double precision)", "VIEW owned.task_view"):
+                await admin.execute(f'ALTER {given} OWNER TO "{migrating}"')
+
+        await give_back()
+        assert await _migrate(url, "owned") == LATEST[OLD:]
+        for given in ("FUNCTION owned.claim_burst(double precision)", "VIEW owned.task_view"):
+            await admin.execute(f"ALTER {given} OWNER TO pg_monitor")
+        await admin.execute("UPDATE owned.schema_repeatables SET revision = 0")  # files of a newer revision
+        await refusal()
         assert await admin.fetch("SELECT DISTINCT revision FROM owned.schema_repeatables") == [(0,)]
-        # Given back, the files run.
-        await admin.execute(f'ALTER FUNCTION owned.claim_burst(double precision) OWNER TO "{migrating}"')
-        await admin.execute(f'ALTER VIEW owned.task_view OWNER TO "{migrating}"')
+        await give_back()
         assert await _migrate(url, "owned") == []
         recorded = await admin.fetch("SELECT name, revision FROM owned.schema_repeatables ORDER BY name")
         files = load_repeatables("postgres")

@@ -7,7 +7,15 @@ from datetime import datetime
 
 from workly.errors import ConfigError
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
-from workly.storage.migrator import due_repeatables, is_latest, pending
+from workly.storage.migrator import (
+    Recorded,
+    Repeatable,
+    due_repeatables,
+    is_latest,
+    load_repeatables,
+    pending,
+    warn_of_unraised_changes,
+)
 from workly.storage.postgres.indexes import REINDEX_APPLICATION
 from workly.storage.postgres.statements import Connection, Connections, execute, fetch, fetchval
 
@@ -56,6 +64,8 @@ class PostgresDatabase:
             current = await fetchval(conn, self._q.get_schema_version)
             todo = list(pending("postgres", current))
             if todo:
+                # Every file runs after them: refused now rather than after an hour's migration.
+                await self._refuse_definitions_owned_by_others(conn, load_repeatables("postgres"))
                 # An index rebuild (indexes.py) holds a lock on its table that a migration's
                 # DDL would wait for, with every enqueue and claim queued behind the DDL:
                 # stop it; the next check starts again, after the migration.
@@ -72,10 +82,14 @@ class PostgresDatabase:
     async def _run_repeatables(self, conn: Connection, migrated: bool) -> None:
         """The repeatable files of a newer revision (all of them after migrations: see migrator.py),
         in the migrations' transaction and under their lock, in Workly's schema."""
-        recorded = {row["name"]: row["revision"] for row in await fetch(conn, self._q.get_schema_repeatables)}
+        recorded = {
+            row["name"]: Recorded(row["revision"], row["sha256"])
+            for row in await fetch(conn, self._q.get_schema_repeatables)
+        }
+        warn_of_unraised_changes("postgres", recorded)
         due = due_repeatables("postgres", recorded, migrated)
-        if due:
-            await self._refuse_definitions_owned_by_others(conn)
+        if due and not migrated:  # after migrations, checked before them
+            await self._refuse_definitions_owned_by_others(conn, due)
         for repeatable in due:
             await conn.execute(repeatable.for_schema(self._schema), timeout=MIGRATION_TIMEOUT)
             await execute(
@@ -86,16 +100,22 @@ class PostgresDatabase:
                 sha256=repeatable.sha256,
             )
 
-    async def _refuse_definitions_owned_by_others(self, conn: Connection) -> None:
-        """PostgreSQL would stop at the first function it may not replace, with a bare "must be
-        owner": name them all, and what to do."""
-        found = await fetch(conn, self._q.definitions_owned_by_others, schema=self._schema)
+    async def _refuse_definitions_owned_by_others(self, conn: Connection, files: list[Repeatable]) -> None:
+        """CREATE OR REPLACE needs the owner, and PostgreSQL would stop at the first function
+        it may not replace with a bare "must be owner": name every one ``files`` define."""
+        found = await fetch(
+            conn,
+            self._q.definitions_owned_by_others,
+            schema=self._schema,
+            functions=sorted(set().union(*(f.defines("FUNCTION") for f in files))),
+            views=sorted(set().union(*(f.defines("VIEW") for f in files))),
+        )
         if found:
             named = ", ".join(f"{row['name']} (owner {row['owner']})" for row in found)
             raise ConfigError(
-                f"the schema's functions and views are replaced at each upgrade by the role that "
-                f"migrates, which must own them (or be a member of their owner): {named}. Migrate as "
-                "their owner, or give them back with ALTER FUNCTION/VIEW … OWNER TO the migrating role "
+                "Workly replaces its functions and views as it migrates, and the role that migrates "
+                f"must own them (or inherit the privileges of their owner): {named}. Migrate as their "
+                "owner, or make the migrating role their owner with ALTER FUNCTION/VIEW … OWNER TO "
                 "(docs/operations.md)"
             )
 

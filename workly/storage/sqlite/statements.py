@@ -17,7 +17,7 @@ from typing import Any
 from workly.breaker import HELD_UNTIL
 from workly.json_text import from_json
 from workly.storage import rows
-from workly.storage.migrator import due_repeatables, is_latest, pending
+from workly.storage.migrator import Recorded, due_repeatables, is_latest, pending, warn_of_unraised_changes
 from workly.storage.queries import Query, sqlite_queries
 from workly.storage.sqlite.thread import SqliteThread, SynchronousMode
 
@@ -108,7 +108,11 @@ def migrate(db: Db) -> list[int]:
     if not is_latest("sqlite", version):
         return applied
     # The repeatable files of a newer revision (all of them after migrations: see migrator.py).
-    recorded = {row["name"]: row["revision"] for row in fetchall(db, q.get_schema_repeatables)}
+    recorded = {
+        row["name"]: Recorded(row["revision"], row["sha256"])
+        for row in fetchall(db, q.get_schema_repeatables)
+    }
+    warn_of_unraised_changes("sqlite", recorded)
     for repeatable in due_repeatables("sqlite", recorded, migrated=bool(applied)):
         for statement in split_statements(repeatable.sql):
             db.execute(statement)

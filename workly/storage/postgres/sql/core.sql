@@ -772,8 +772,8 @@ SELECT coalesce(max(version), 0) AS version FROM schema_version;
 INSERT INTO schema_version (version) VALUES (:version);
 
 -- name: get_schema_repeatables
--- The repeatable files run, and the revision run (storage/migrator.py).
-SELECT name, revision FROM schema_repeatables;
+-- The repeatable files run, and the revision and content run (storage/migrator.py).
+SELECT name, revision, sha256 FROM schema_repeatables;
 
 -- name: set_schema_repeatable
 INSERT INTO schema_repeatables (name, revision, sha256) VALUES (:name, :revision, :sha256)
@@ -781,16 +781,20 @@ ON CONFLICT (name) DO UPDATE
 SET revision = excluded.revision, sha256 = excluded.sha256, applied_at = excluded.applied_at;
 
 -- name: definitions_owned_by_others
--- The functions and views of Workly's schema the connected role may not replace: CREATE OR
--- REPLACE needs their owner (or a member of it), and the repeatable files replace all of them.
+-- Of the :functions and :views the repeatable files define in Workly's schema, those the
+-- connected role may not replace: CREATE OR REPLACE needs their owner, or a role whose
+-- privileges it inherits. Other objects in the schema (an extension's, an application's) are
+-- not Workly's concern.
 SELECT format('function %I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)) AS name,
        pg_get_userbyid(p.proowner) AS owner
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = :schema AND NOT pg_has_role(current_user, p.proowner, 'USAGE')
+WHERE n.nspname = :schema AND p.proname = ANY(:functions::text[])
+  AND NOT pg_has_role(current_user, p.proowner, 'USAGE')
 UNION ALL
 SELECT format('view %I.%I', n.nspname, c.relname), pg_get_userbyid(c.relowner)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = :schema AND c.relkind = 'v' AND NOT pg_has_role(current_user, c.relowner, 'USAGE')
+WHERE n.nspname = :schema AND c.relname = ANY(:views::text[])
+  AND NOT pg_has_role(current_user, c.relowner, 'USAGE')
 ORDER BY 1;
 
 -- name: database_now

@@ -356,8 +356,8 @@ SELECT coalesce(max(version), 0) AS version FROM schema_version;
 INSERT INTO schema_version (version) VALUES (:version);
 
 -- name: get_schema_repeatables
--- The repeatable files run, and the revision run (storage/migrator.py).
-SELECT name, revision FROM schema_repeatables;
+-- The repeatable files run, and the revision and content run (storage/migrator.py).
+SELECT name, revision, sha256 FROM schema_repeatables;
 
 -- name: set_schema_repeatable
 INSERT INTO schema_repeatables (name, revision, sha256) VALUES (:name, :revision, :sha256)
