@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from tools.ports import free_port as free_port
 from workly.app import create_app
 from workly.clock import Clock
 from workly.config import Settings
@@ -37,13 +38,6 @@ def api_client(base_url: str | int, timeout: float = 5.0) -> httpx.AsyncClient:
     """An API client carrying the test token; an int is a port on 127.0.0.1."""
     url = f"http://127.0.0.1:{base_url}" if isinstance(base_url, int) else base_url
     return httpx.AsyncClient(base_url=url, headers=AUTH, timeout=timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @asynccontextmanager

@@ -24,7 +24,6 @@ import cProfile
 import marshal
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from types import FrameType
 from typing import Any, cast
+
+from tools.ports import free_port
 
 Stats = dict[tuple[str, int, str], tuple[int, int, float, float, dict[Any, Any]]]
 _TOKEN = "compare"
@@ -215,16 +216,9 @@ def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the server did not become ready in 30 s")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def measure(backend: str, rate: int, window: float, warmup: float, settle: float) -> tuple[Stats, int]:
     """The profile of the window and the tasks delivered in it."""
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         out = work / "profile.marshal"

@@ -40,7 +40,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -54,6 +53,7 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
+from tools.ports import free_port
 from workly.storage.postgres import PostgresStorage
 
 ORDER = "INSERT INTO orders (customer, total) VALUES ('alice', 12.50)"
@@ -175,9 +175,7 @@ class Receiver:
 async def start_server(
     db_url: str, poll: str, log: Path, schema: str = "workly"
 ) -> tuple[asyncio.subprocess.Process, str]:
-    with socket.socket() as sock:  # a free port
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLY_")}
     env.update(SERVER_ENV, WORKLY_DATABASE_URL=db_url, WORKLY_SQL_POLL_INTERVAL=poll)
     env["WORKLY_DATABASE_SCHEMA"] = schema

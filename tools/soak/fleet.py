@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.soak.cluster import free_port
+from tools.ports import free_port
 
 TOKEN = "soak-token-0123456789abcdef"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
