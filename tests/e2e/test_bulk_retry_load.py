@@ -1,9 +1,9 @@
 """A bulk retry under load, end to end: two `workly serve` workers on PostgreSQL, the
 benchmark tool (tools/bench/bulk_retry.py) as its own process. 5,000 failed tasks (five of the
 operation's chunks) are redriven by one operation while 200 enqueues/s go on; the tool checks
-that every task arrived exactly once more and every load task was delivered. Not how long an
-enqueue took: the suite shares the machine, and docs/performance.md has the benchmark's
-figures (20,000 tasks, with its 1 s bound). About 15 s."""
+that every task arrived exactly once more, every load task was delivered, and no enqueue was
+blocked behind the operation (BLOCKED); how long an enqueue takes is the benchmark's figure
+(docs/performance.md: 20,000 tasks, a 1 s bound), not this shared machine's. About 15 s."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ from tests.support.servers import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 TASKS = 5_000
+# An enqueue this slow waited on the operation (a chunk holding locks it needs): a bound for a
+# regression, not a figure (three times the slowest seen with the machine under other load).
+BLOCKED = 5
 RATE = 200
 
 
@@ -54,7 +57,7 @@ async def test_a_bulk_retry_redrives_every_task_once_while_enqueues_go_on(
                 str(TASKS),
                 str(RATE),
                 "--slow-enqueue",
-                "0",
+                str(BLOCKED),
             ],
             capture_output=True,
             text=True,

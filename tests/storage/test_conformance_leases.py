@@ -134,3 +134,19 @@ async def test_one_lease_is_extended_only_while_held(storage: Storage, clock: Vi
     assert await storage.upkeep.reap_expired(clock.advance(11)) == 0  # past the first expiry (60 s)
     assert await storage.upkeep.reap_expired(clock.advance(LEASE - 10)) == 1  # past the renewed one
     assert not await storage.dispatch.extend_lease(held.seq, held.lease_token, clock.now(), MARGIN)
+
+
+async def test_a_lease_is_never_moved_back(storage: Storage, clock: VirtualClock) -> None:
+    """An extension that read an earlier ``now`` and commits after one that read a later ``now``
+    (it waited for a connection, or for the row) leaves the later end."""
+    await storage.queues.put_queue("q", QueueConfig(max_concurrency=10), clock.now())
+    await storage.tasks.enqueue([new(), new()], clock.now())
+    one, other = (await storage.dispatch.claim_tasks(10, clock.now(), token(), MARGIN)).tasks
+    earlier, later = clock.advance(5), clock.advance(10)
+    assert await storage.dispatch.extend_leases([(one.seq, one.lease_token)], later, MARGIN)
+    assert await storage.dispatch.extend_lease(one.seq, one.lease_token, earlier, MARGIN)
+    assert await storage.dispatch.extend_lease(other.seq, other.lease_token, later, MARGIN)
+    assert await storage.dispatch.extend_leases([(other.seq, other.lease_token)], earlier, MARGIN)
+    # Both now end LEASE after ``later``: a reaper just before that takes neither.
+    assert await storage.upkeep.reap_expired(later + timedelta(seconds=LEASE - 1)) == 0
+    assert await storage.upkeep.reap_expired(later + timedelta(seconds=LEASE + 1)) == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import secrets
 import sqlite3
 import subprocess
@@ -57,13 +58,21 @@ def _git(*args: str) -> str:
 
 
 def test_each_change_raises_the_revision() -> None:
-    """Every version of each file in git, and the working copy: a change without a raised
-    revision would never run on an install that ran the file before."""
-    assert _git("rev-parse", "--is-inside-work-tree").strip() == "true", "the test reads the files' history"
+    """Every version of each file along main's line (first parents: a merge is one step), and
+    the working copy: a change without a raised revision would never run on an install that
+    ran the file before."""
+    if not (ROOT / ".git").exists():
+        message = "not a git checkout: the test reads the files' history"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    assert _git("rev-parse", "--is-shallow-repository").strip() == "false", (
+        "a shallow clone holds no history to compare: `git fetch --unshallow` first"
+    )
     for dialect in DIALECTS:
         for repeatable in load_repeatables(dialect):
             path = f"workly/migrations/{dialect}/repeatable/{repeatable.name}.sql"
-            commits = _git("log", "--format=%H", "--", path).split()
+            commits = _git("log", "--first-parent", "--format=%H", "--", path).split()
             texts = [_git("show", f"{c}:{path}") for c in reversed(commits)]
             # From the first version with a revision line (views.sql had none before 0017).
             first = next((n for n, text in enumerate(texts) if text.startswith("-- revision:")), len(texts))
@@ -73,7 +82,6 @@ def test_each_change_raises_the_revision() -> None:
                 assert after.sql == before.sql or after.revision > before.revision, (
                     f"{path} changed without its first line raised above '-- revision: {before.revision}'"
                 )
-                assert after.revision in (before.revision, before.revision + 1), f"{path}: raise it by one"
 
 
 def test_a_file_without_a_revision_is_refused(tmp_path: Path) -> None:
@@ -306,7 +314,7 @@ async def test_an_older_file_with_newer_migrations_is_refused_and_changes_nothin
     unmigrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A release branched before a file's fix, with a migration of its own: running its older
-    file after its migration would put the bug back."""
+    file after its migration would put the bug back. Refused before the migrations run."""
     url = unmigrated_url
     dialect: Dialect = "sqlite" if url.startswith("sqlite") else "postgres"
     packaged, migrations = load_repeatables(dialect), load_migrations(dialect)
@@ -314,7 +322,8 @@ async def test_an_older_file_with_newer_migrations_is_refused_and_changes_nothin
     monkeypatch.setattr(migrator, "load_repeatables", lambda dialect: [*packaged, probe])
     assert await _migrate(url) == LATEST
     probe = _probe(1)
-    extra = migrator.Migration(len(migrations) + 1, "next", "CREATE TABLE next_release (n integer);\n")
+    # A migration that fails if it runs: the refusal comes before the numbered migrations.
+    extra = migrator.Migration(len(migrations) + 1, "next", "SELECT n FROM no_such_table;\n")
     monkeypatch.setattr(migrator, "load_migrations", lambda dialect: [*migrations, extra])
     with pytest.raises(ConfigError, match=r"zz_probe\.sql is revision 1, the database ran 2"):
         await _migrate(url)

@@ -143,6 +143,11 @@ def is_latest(dialect: Dialect, version: int) -> bool:
     return version == len(load_migrations(dialect))
 
 
+def records_revisions(dialect: Dialect, version: int) -> bool:
+    """Whether a schema at ``version`` records the files' revisions (migration 0017)."""
+    return version >= next(m.version for m in load_migrations(dialect) if m.name == "repeatable_revisions")
+
+
 def due_repeatables(dialect: Dialect, recorded: Mapping[str, Recorded], migrated: bool) -> list[Repeatable]:
     """The repeatable files to run: those of a revision above the one ``recorded`` (a file
     never run is due), or all of them after numbered migrations ran (``migrated``: see the
@@ -150,7 +155,15 @@ def due_repeatables(dialect: Dialect, recorded: Mapping[str, Recorded], migrated
     files = load_repeatables(dialect)
     if not migrated:
         return [r for r in files if r.revision > _ran(recorded, r.name)]
-    older = [r for r in files if r.revision < _ran(recorded, r.name)]
+    refuse_older_files(dialect, recorded)
+    return files
+
+
+def refuse_older_files(dialect: Dialect, recorded: Mapping[str, Recorded]) -> None:
+    """Refuse to migrate when a file is of a lower revision than the database ran: a version
+    with newer migrations would run it after them (see the module's comment). Asked before
+    the numbered migrations run, where the revisions are recorded, and after."""
+    older = [r for r in load_repeatables(dialect) if r.revision < _ran(recorded, r.name)]
     if older:
         named = ", ".join(
             f"{r.name}.sql is revision {r.revision}, the database ran {_ran(recorded, r.name)}" for r in older
@@ -160,7 +173,6 @@ def due_repeatables(dialect: Dialect, recorded: Mapping[str, Recorded], migrated
             "a newer version migrated it, and this one, though its migrations are newer, lacks that "
             "version's changes to the files; run a version that has both"
         )
-    return files
 
 
 def warn_of_unraised_changes(dialect: Dialect, recorded: Mapping[str, Recorded]) -> list[str]:

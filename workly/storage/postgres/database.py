@@ -14,6 +14,8 @@ from workly.storage.migrator import (
     is_latest,
     load_repeatables,
     pending,
+    records_revisions,
+    refuse_older_files,
     warn_of_unraised_changes,
 )
 from workly.storage.postgres.indexes import REINDEX_APPLICATION
@@ -65,6 +67,8 @@ class PostgresDatabase:
             todo = list(pending("postgres", current))
             if todo:
                 # Every file runs after them: refused now rather than after an hour's migration.
+                if records_revisions("postgres", current):
+                    refuse_older_files("postgres", await self._recorded(conn))
                 await self._refuse_definitions_owned_by_others(conn, load_repeatables("postgres"))
                 # An index rebuild (indexes.py) holds a lock on its table that a migration's
                 # DDL would wait for, with every enqueue and claim queued behind the DDL:
@@ -82,11 +86,9 @@ class PostgresDatabase:
     async def _run_repeatables(self, conn: Connection, migrated: bool) -> None:
         """The repeatable files of a newer revision (all of them after migrations: see migrator.py),
         in the migrations' transaction and under their lock, in Workly's schema."""
-        recorded = {
-            row["name"]: Recorded(row["revision"], row["sha256"])
-            for row in await fetch(conn, self._q.get_schema_repeatables)
-        }
-        warn_of_unraised_changes("postgres", recorded)
+        recorded = await self._recorded(conn)
+        if not migrated:  # after migrations, every file runs
+            warn_of_unraised_changes("postgres", recorded)
         due = due_repeatables("postgres", recorded, migrated)
         if due and not migrated:  # after migrations, checked before them
             await self._refuse_definitions_owned_by_others(conn, due)
@@ -99,6 +101,10 @@ class PostgresDatabase:
                 revision=repeatable.revision,
                 sha256=repeatable.sha256,
             )
+
+    async def _recorded(self, conn: Connection) -> dict[str, Recorded]:
+        rows = await fetch(conn, self._q.get_schema_repeatables)
+        return {row["name"]: Recorded(row["revision"], row["sha256"]) for row in rows}
 
     async def _refuse_definitions_owned_by_others(self, conn: Connection, files: list[Repeatable]) -> None:
         """CREATE OR REPLACE needs the owner, and PostgreSQL would stop at the first function

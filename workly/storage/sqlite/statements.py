@@ -17,7 +17,15 @@ from typing import Any
 from workly.breaker import HELD_UNTIL
 from workly.json_text import from_json
 from workly.storage import rows
-from workly.storage.migrator import Recorded, due_repeatables, is_latest, pending, warn_of_unraised_changes
+from workly.storage.migrator import (
+    Recorded,
+    due_repeatables,
+    is_latest,
+    pending,
+    records_revisions,
+    refuse_older_files,
+    warn_of_unraised_changes,
+)
 from workly.storage.queries import Query, sqlite_queries
 from workly.storage.sqlite.thread import SqliteThread, SynchronousMode
 
@@ -99,7 +107,10 @@ def migrate(db: Db) -> list[int]:
     execute(db, q.create_schema_version)
     applied = []
     version = current_version(db)
-    for migration in pending("sqlite", version):
+    todo = pending("sqlite", version)
+    if todo and records_revisions("sqlite", version):
+        refuse_older_files("sqlite", _recorded(db))  # before the migrations: see migrator.py
+    for migration in todo:
         for statement in split_statements(migration.sql):  # none in a file of comments only
             db.execute(statement)
         execute(db, q.set_schema_version, {"version": migration.version})
@@ -108,17 +119,20 @@ def migrate(db: Db) -> list[int]:
     if not is_latest("sqlite", version):
         return applied
     # The repeatable files of a newer revision (all of them after migrations: see migrator.py).
-    recorded = {
-        row["name"]: Recorded(row["revision"], row["sha256"])
-        for row in fetchall(db, q.get_schema_repeatables)
-    }
-    warn_of_unraised_changes("sqlite", recorded)
+    recorded = _recorded(db)
+    if not applied:  # after migrations, every file runs
+        warn_of_unraised_changes("sqlite", recorded)
     for repeatable in due_repeatables("sqlite", recorded, migrated=bool(applied)):
         for statement in split_statements(repeatable.sql):
             db.execute(statement)
         row = {"name": repeatable.name, "revision": repeatable.revision, "sha256": repeatable.sha256}
         execute(db, q.set_schema_repeatable, row)
     return applied
+
+
+def _recorded(db: Db) -> dict[str, Recorded]:
+    rows = fetchall(db, sqlite_queries().get_schema_repeatables)
+    return {row["name"]: Recorded(row["revision"], row["sha256"]) for row in rows}
 
 
 def schema_version(db: Db) -> int:

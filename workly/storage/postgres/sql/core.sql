@@ -931,6 +931,9 @@ RETURNING q.name;
 -- SKIP LOCKED, in seq order: it never waits, so it cannot deadlock with the results of the
 -- same deliveries (record_results locks them in seq order too, and waits). A task it skips
 -- is having its result written or its lease taken back: its lease needs no more time.
+-- A lease only moves forward (greatest): an extension that read an earlier :now, and committed
+-- after another that read a later one, must not shorten it under the process's deadline
+-- (dispatch/leases.py keeps the later of the two).
 WITH held AS (
     SELECT t.seq
     FROM tasks t
@@ -941,7 +944,9 @@ WITH held AS (
     FOR NO KEY UPDATE OF t SKIP LOCKED
 )
 UPDATE tasks t
-SET lease_expires_at = :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
+SET lease_expires_at = greatest(
+    t.lease_expires_at, :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
+)
 FROM held h, queues q
 WHERE t.seq = h.seq AND q.name = t.queue
 RETURNING t.seq, t.lease_token;
@@ -951,7 +956,9 @@ RETURNING t.seq, t.lease_token;
 -- when a heartbeat or a result holds it (one row: no lock order to keep). Behind a result
 -- that committed, the row is re-read and no longer running: not extended.
 UPDATE tasks t
-SET lease_expires_at = :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
+SET lease_expires_at = greatest(
+    t.lease_expires_at, :now::timestamptz + make_interval(secs => coalesce(t.timeout, q.timeout) + :lease_margin)
+)
 FROM queues q
 WHERE t.seq = :seq AND t.lease_token = :lease_token AND t.status = 'running' AND q.name = t.queue
 RETURNING t.seq;

@@ -404,10 +404,11 @@ WHERE tasks.seq = e.seq;
 
 -- name: extend_leases
 -- The heartbeat (see postgres/sql/core.sql). :leases is a JSON array of [task seq, lease token].
+-- A lease only moves forward, as there.
 UPDATE tasks
-SET lease_expires_at = :now + CAST(
+SET lease_expires_at = max(lease_expires_at, :now + CAST(
         (coalesce(timeout, (SELECT q.timeout FROM queues q WHERE q.name = tasks.queue)) + :lease_margin)
-        * 1000000 AS INTEGER)
+        * 1000000 AS INTEGER))
 WHERE (seq, lease_token) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:leases))
   AND status = 'running'
 RETURNING seq, lease_token;
