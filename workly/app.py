@@ -24,6 +24,7 @@ from workly.config import Settings
 from workly.errors import ConfigError
 from workly.service import Service
 from workly.ui.pages import install_dashboard
+from workly.web.answer_headers import AnswerHeaders
 from workly.web.browser_guards import LocalHostsOnly, SameOriginWrites
 from workly.web.guards import BearerTokens, RequestSizeLimit
 from workly.web.problems import install_problem_handlers
@@ -98,14 +99,15 @@ def _declare_bearer_auth(app: FastAPI) -> None:
 
 def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet) -> ASGIApp:
     """Header checks first (a refused caller cannot make the server read a body), then the
-    size limit. Without tokens (`workly dev`) only IP addresses and localhost are answered."""
+    size limit. Without tokens (`workly dev`) only IP addresses and localhost are answered.
+    Every answer, a refusal too, carries the headers of answer_headers.py."""
     limited = RequestSizeLimit(app, settings.max_request_bytes)
     if not tokens:
-        return LocalHostsOnly(SameOriginWrites(limited))
+        return AnswerHeaders(LocalHostsOnly(SameOriginWrites(limited)))
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )
-    return SameOriginWrites(BearerTokens(limited, tokens, public))
+    return AnswerHeaders(SameOriginWrites(BearerTokens(limited, tokens, public)))
 
 
 def app_from_env() -> ASGIApp:

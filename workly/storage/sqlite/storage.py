@@ -8,7 +8,9 @@ single writer is never interleaved and costs one hand-off per transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from pathlib import Path
 
 from workly.database_url import sqlite_path
 from workly.errors import ConfigError
@@ -65,6 +67,7 @@ class SqliteStorage:
             raise ConfigError(f"SQLite {sqlite3.sqlite_version} is too old: Workly needs 3.38 or newer")
         path = sqlite_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
+        _create_owner_only(path)
         common = ["PRAGMA foreign_keys = ON", f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}"]
         writer, reader = SqliteThread("writer"), SqliteThread("reader")
         try:
@@ -79,3 +82,17 @@ class SqliteStorage:
     async def close(self) -> None:
         for thread in self._threads:
             await thread.close()
+
+
+def _create_owner_only(path: Path) -> None:
+    """A new database file readable by its owner only, whatever the umask: it holds signing
+    secrets and payloads. SQLite gives its -wal and -shm files the database's permissions. An
+    existing file keeps the mode its operator gave it."""
+    try:
+        made = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(made, 0o600)  # the umask narrowed the mode, and may have narrowed it too much
+    finally:
+        os.close(made)
