@@ -21,6 +21,7 @@ from tests.e2e.cli import completed
 from tests.e2e.conftest import clean_env
 from tests.support.servers import TEST_SECRET, TEST_TOKEN, free_port
 from workly import __version__
+from workly.cli.checks import only_loopback
 
 pytestmark = pytest.mark.e2e
 
@@ -291,3 +292,23 @@ def test_a_database_that_does_not_exist_is_said_so(tmp_path: Path, pg_url: str) 
     missing = pg_url.rsplit("/", 1)[0] + "/workly_no_such_database"
     result = workly("migrate", cwd=tmp_path, WORKLY_DATABASE_URL=missing)
     assert_refused(result, "InvalidCatalogNameError", "create the database (createdb)")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1"])
+def test_dev_refuses_to_serve_the_network_without_tokens(tmp_path: Path, host: str) -> None:
+    """Without API tokens `workly dev` answers anyone as an admin (and delivers to loopback):
+    not to the network. Refused before anything is bound or written."""
+    result = workly(
+        "dev", "--db", str(tmp_path / "w.db"), "--host", host, "--port", str(free_port()), cwd=tmp_path
+    )
+    assert_refused(result, f"--host {host}", "without authentication", "WORKLY_API_TOKENS")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("localhost", True),
+     ("0.0.0.0", False), ("::", False), ("192.0.2.1", False)],
+)  # fmt: skip
+def test_only_loopback(host: str, loopback: bool) -> None:
+    assert only_loopback(host) is loopback

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import socket
 from typing import TYPE_CHECKING, NoReturn
 
@@ -134,3 +135,12 @@ def listening_socket(host: str, port: int) -> socket.socket:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({hint})")
     sock.set_inheritable(True)  # the workers of --workers serve this very socket
     return sock
+
+
+def only_loopback(host: str) -> bool:
+    """Whether every address ``host`` stands for is a loopback one (127.0.0.0/8, ::1)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # listening_socket says why it cannot listen there
+    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)

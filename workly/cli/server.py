@@ -26,6 +26,7 @@ from workly.cli.checks import (
     listening_socket,
     load_settings,
     migrate_first,
+    only_loopback,
 )
 from workly.database_url import is_sqlite, redacted
 from workly.signing import generate_key_pair, generate_secret, public_key_of
@@ -74,6 +75,11 @@ def dev(
     """Run on SQLite in one process: for development and small installs."""
     db = db.resolve()
     settings = load_settings(database_url=f"sqlite:///{db}")  # refuse bad settings before writing files
+    if not settings.tokens() and not only_loopback(host):
+        fail(
+            f"--host {host} would serve the API and the dashboard without authentication to every "
+            "machine that can reach this one: set WORKLY_API_TOKENS, or listen on 127.0.0.1"
+        )
     sock = listening_socket(host, port)  # and a port it cannot have: before the database is made
     outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow
     settings = settings.model_copy(update={"signing_secret": _dev_secret(db), "outbound_allow": outbound})
