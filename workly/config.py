@@ -24,6 +24,10 @@ from workly.database_url import (
 from workly.errors import ConfigError
 from workly.ssrf_guard import OutboundPolicy, Proxy, parse_allow_list, parse_proxy
 
+# Characters an API token must have for `workly serve`: `openssl rand -hex 32` gives 64; a short
+# one can be guessed, and the failed-authentication limit only slows that down.
+MIN_TOKEN_LENGTH = 32
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WORKLY_", extra="ignore")
@@ -248,6 +252,11 @@ class Settings(BaseSettings):
 
     def tokens(self) -> list[str]:
         return (self.api_tokens or "").split()
+
+    def short_tokens(self) -> list[int]:
+        """The positions (from 1) of the tokens shorter than MIN_TOKEN_LENGTH: `workly serve`
+        refuses them (a token is never named, not even in part)."""
+        return [n for n, token in enumerate(self.tokens(), 1) if len(token) < MIN_TOKEN_LENGTH]
 
     def outbound_policy(self) -> OutboundPolicy:
         return OutboundPolicy(parse_allow_list(self.outbound_allow or ""))

@@ -312,3 +312,12 @@ def test_dev_refuses_to_serve_the_network_without_tokens(tmp_path: Path, host: s
 )  # fmt: skip
 def test_only_loopback(host: str, loopback: bool) -> None:
     assert only_loopback(host) is loopback
+
+
+def test_serve_refuses_a_short_token_without_showing_it(tmp_path: Path) -> None:
+    result = serve(
+        tmp_path, WORKLY_DATABASE_URL=PG_URL, WORKLY_SIGNING_SECRET=TEST_SECRET,
+        WORKLY_API_TOKENS=f"{TEST_TOKEN} 0123456789abcdef0123456789abcde",  # 31 characters
+    )  # fmt: skip
+    line = assert_refused(result, "WORKLY_API_TOKENS", "token(s) [2]", "under 32 characters")
+    assert "0123456789abcdef" not in line and TEST_TOKEN not in line

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from tests.support.servers import TEST_SECRET, free_port, in_process
+from tests.support.servers import TEST_SECRET, TEST_TOKEN, free_port, in_process
 from workly.config import Settings
 from workly.errors import ConfigError
 from workly.storage.migrator import load_migrations
@@ -279,7 +279,7 @@ async def test_workly_migrate_creates_the_schema_and_its_tables(pg_fresh_db: str
     assert code == 2
     assert "WORKLY_DATABASE_SCHEMA=workly" in err and "Traceback" not in err
     serve_env = {"WORKLY_DATABASE_URL": pg_fresh_db, "WORKLY_SIGNING_SECRET": TEST_SECRET,
-                 "WORKLY_API_TOKENS": "token-0123456789abcdef"}  # fmt: skip
+                 "WORKLY_API_TOKENS": TEST_TOKEN}  # fmt: skip
     code, out, err = await workly_cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), **serve_env)
     assert code == 2, err  # refused before it listens: the port is never bound
     assert err.strip().startswith("workly: ") and err.strip().count("\n") == 0, err

@@ -27,7 +27,7 @@ from workly.config import Settings
 from workly.service import Service
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-TEST_TOKEN = "test-token-0123456789abcdef"
+TEST_TOKEN = "test-token-0123456789abcdef-0123456789"
 AUTH = {"authorization": f"Bearer {TEST_TOKEN}"}
 # What every test server gets: an API token, and loopback opened for deliveries (the
 # receivers listen on 127.0.0.1; `workly serve` refuses non-public addresses by default).

@@ -38,7 +38,7 @@ from typing import Any, cast
 from tools.ports import free_port
 
 Stats = dict[tuple[str, int, str], tuple[int, int, float, float, dict[Any, Any]]]
-_TOKEN = "compare"
+_TOKEN = "call-counts-token-0123456789abcdef"
 _PG_URL = "postgresql://postgres@127.0.0.1/workly_compare"
 
 

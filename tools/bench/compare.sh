@@ -21,7 +21,7 @@ for round in $(seq 1 "$rounds"); do
     start_server "$dir" "$backend" "$port" "$work/server.log"
     pid=$server_pid
     w0=$(cpu_of "$pid") p0=$(pg_cpu)
-    (cd "$here" && "$here/.venv/bin/python" -m tools.loadtest -url "http://127.0.0.1:$port" -token compare -rate "$rate" \
+    (cd "$here" && "$here/.venv/bin/python" -m tools.loadtest -url "http://127.0.0.1:$port" -token "$BENCH_TOKEN" -rate "$rate" \
       -duration 20s -quiet -json "$work/out.json" >/dev/null)
     w1=$(cpu_of "$pid") p1=$(pg_cpu)
     kill -TERM "$pid"; wait "$pid" || true

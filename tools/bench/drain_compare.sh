@@ -19,7 +19,7 @@ for round in $(seq 1 $rounds); do
   start_server "$dir" "$backend" "$port" "$work/log"
   pid=$server_pid
   w0=$(cpu_of $pid); p0=$(pg_cpu)
-  (cd "$here" && "$here/.venv/bin/python" -m tools.bench.drain http://127.0.0.1:$port -token compare -tasks 20000 -hop 3 -json $work/d.json > $work/out.txt 2>&1)
+  (cd "$here" && "$here/.venv/bin/python" -m tools.bench.drain http://127.0.0.1:$port -token "$BENCH_TOKEN" -tasks 20000 -hop 3 -json $work/d.json > $work/out.txt 2>&1)
   w1=$(cpu_of $pid); p1=$(pg_cpu)
   kill -TERM $pid; wait $pid
   python3 - $work/d.json $side $round $((w1-w0)) $((p1-p0)) $tck <<'PY'

@@ -7,6 +7,9 @@
 #   pg_cpu                              … summed over all PostgreSQL processes
 # The caller sets $work (a temporary directory).
 
+# The API token of both servers and their clients (serve takes tokens of 32 characters or more).
+BENCH_TOKEN=compare-token-0123456789abcdef-0123
+
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 pg_cpu() { local t=0 p; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(cpu_of "$p"))); done; echo "$t"; }
 
@@ -20,7 +23,7 @@ start_server() {
       -c "CREATE DATABASE workly_compare" >/dev/null
     WORKLY_DATABASE_URL=postgresql://postgres@127.0.0.1/workly_compare \
       WORKLY_SIGNING_SECRET=$("$dir/.venv/bin/workly" secret) \
-      WORKLY_API_TOKENS=compare WORKLY_OUTBOUND_ALLOW=127.0.0.1 \
+      WORKLY_API_TOKENS=$BENCH_TOKEN WORKLY_OUTBOUND_ALLOW=127.0.0.1 \
       "$dir/.venv/bin/workly" serve --host 127.0.0.1 --port "$port" >"$log" 2>&1 &
   fi
   server_pid=$!

@@ -72,7 +72,7 @@ VARIANTS = {
     "r": ("(r) app + a sql_arrivals row only", [ORDER, ARRIVAL]),
 }
 WARMUP = 1.0
-TOKEN = "some-token-0123456789"
+TOKEN = "sql-enqueue-token-0123456789abcdef"
 SERVER_ENV = {
     "WORKLY_DATABASE_SCHEMA": "workly",
     "WORKLY_SIGNING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tools.ports import free_port
 
-TOKEN = "soak-token-0123456789abcdef"
+TOKEN = "soak-token-0123456789abcdef-0123456789"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 

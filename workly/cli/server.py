@@ -122,6 +122,14 @@ def serve(
     missing = [reason for value, reason in required if not value]
     if missing:
         fail(f"not set: {'; '.join(missing)}")
+    short = settings.short_tokens()
+    if short:
+        from workly.config import MIN_TOKEN_LENGTH  # loaded with the settings already
+
+        fail(
+            f"WORKLY_API_TOKENS: token(s) {short} are under {MIN_TOKEN_LENGTH} characters, easy to guess "
+            "(`openssl rand -hex 32` makes one)"
+        )
     assert settings.database_url is not None
     check_secrets(settings)
     check_outbound(settings)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from workly.config import Settings
+from workly.config import MIN_TOKEN_LENGTH, Settings
 from workly.database_url import is_sqlite, redacted, sqlite_path
 from workly.errors import ConfigError, StorageError
 from workly.signing import PRIVATE_KEY_PREFIX, Signer
@@ -22,7 +22,6 @@ from workly.storage.migrator import load_migrations
 
 Level = Literal["ok", "warn", "fail"]
 CLOCK_SKEW = 2.0  # seconds between this host and the database that leases start to feel
-SHORT_TOKEN = 24  # characters: a token shorter than this is guessable
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +59,15 @@ def _tokens(settings: Settings) -> list[Finding]:
                 "(any long random string, e.g. from `openssl rand -hex 32`)",
             )
         ]  # fmt: skip
-    found = [Finding("ok", "tokens", f"{len(tokens)} API token(s)")]
-    short = [index + 1 for index, token in enumerate(tokens) if len(token) < SHORT_TOKEN]
+    short = settings.short_tokens()
     if short:
-        found.append(
-            Finding("warn", "tokens", f"token(s) {short} are under {SHORT_TOKEN} characters: easy to guess")
-        )
-    return found
+        return [
+            Finding(
+                "fail", "tokens", f"token(s) {short} of WORKLY_API_TOKENS are under {MIN_TOKEN_LENGTH} "
+                "characters: easy to guess, and `workly serve` refuses them (`openssl rand -hex 32`)",
+            )
+        ]  # fmt: skip
+    return [Finding("ok", "tokens", f"{len(tokens)} API token(s)")]
 
 
 def _outbound(settings: Settings) -> list[Finding]:
