@@ -162,3 +162,37 @@ async def test_the_root_leads_to_the_dashboard_which_still_asks_who_you_are(
     page = await guarded.get("/ui")
     assert page.status_code == 303 and page.headers["location"].startswith("/ui/login")
     assert (await guarded.post("/")).status_code == 401  # only a GET is open
+
+
+async def test_a_route_open_without_a_token_reads_at_most_8_kib(database_url: str) -> None:
+    """/health, /metrics, the login page, log out and the stylesheet are open to anyone: none
+    reads more than a login form's worth, declared or streamed (each read up to 1 MiB)."""
+    token = TOKENS.split()[0]
+    settings = Settings(
+        database_url=database_url, signing_secret=TEST_SECRET, dispatch=False, api_tokens=token,
+        public_metrics=True,
+    )  # fmt: skip
+    async with running_app(settings) as base_url, httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        for path in ("/health/live", "/metrics", "/ui/logout", "/ui/assets/workly.css"):
+            declared = await http.post(path, content=b"x" * 8193)
+            problem = assert_problem(declared, 413, "too-large")
+            assert problem["limit"] == 8192 and "without a token" in problem["detail"], path
+            sent = 0
+
+            async def chunks() -> AsyncIterator[bytes]:
+                nonlocal sent
+                for _ in range(1000):  # 1,000 KiB if nobody stopped reading: under the 1 MiB limit
+                    sent += 1024
+                    yield b"x" * 1024
+
+            try:
+                streamed = await http.post(path, content=chunks())
+            except httpx.HTTPError:
+                pass  # the server closed the connection while the client still sent: a refusal too
+            else:
+                assert assert_problem(streamed, 413, "too-large")["limit"] == 8192, path
+            assert sent < 1000 * 1024, path  # the server stopped reading long before the end
+        # An authenticated route still takes the configured limit (1 MiB by default).
+        task = {"url": HOOK, "body": "x" * 20_000}
+        accepted = await http.post("/v1/queues/q/tasks", json=task, headers=bearer(token))
+        assert accepted.status_code == 201, accepted.text

@@ -105,9 +105,16 @@ def _is_under(path: str, prefixes: tuple[str, ...]) -> bool:
     return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in prefixes)
 
 
+# Routes anyone may reach without a token, with what they read at most: none needs more than a
+# login form (a caller nobody knows must not make the server read a megabyte).
+PUBLIC_PATHS = ("/health", "/metrics", "/ui/login", "/ui/logout", "/ui/assets")
+PUBLIC_BODY_BYTES = LOGIN_FORM_BYTES
+
+
 class RequestSizeLimit:
-    """Refuse (413) a request body over ``limit`` bytes: by its Content-Length before reading
-    anything, or as soon as the bytes that arrive pass the limit."""
+    """Refuse (413) a request body over ``limit`` bytes (``PUBLIC_BODY_BYTES`` on the
+    ``PUBLIC_PATHS`` and ``/``): by its Content-Length before reading anything, or as soon as
+    the bytes that arrive pass the limit."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self._app = app
@@ -117,21 +124,25 @@ class RequestSizeLimit:
         if scope["type"] != "http" or scope["method"] in _BODYLESS:
             await self._app(scope, receive, send)
             return
+        public = scope["path"] == "/" or _is_under(scope["path"], PUBLIC_PATHS)
+        limit = min(self._limit, PUBLIC_BODY_BYTES) if public else self._limit
         declared = next((value for name, value in scope["headers"] if name == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > self._limit:
-            await self._too_large(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _too_large(limit, public, scope, receive, send)
             return
         try:
-            body = await read_body(receive, self._limit)
+            body = await read_body(receive, limit)
         except BodyTooLarge:
-            await self._too_large(scope, receive, send)
+            await _too_large(limit, public, scope, receive, send)
             return
         if body is None:
             return  # the client went away mid-body: nothing to answer
         await self._app(scope, replay(body), send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        detail = f"The request body is larger than {self._limit:,} bytes (WORKLY_MAX_REQUEST_BYTES)."
-        response = problem(413, detail, "too-large", limit=self._limit)
-        response.headers["connection"] = "close"  # the rest of the body is not read
-        await response(scope, receive, send)
+
+async def _too_large(limit: int, public: bool, scope: Scope, receive: Receive, send: Send) -> None:
+    why = "a route open without a token" if public else "WORKLY_MAX_REQUEST_BYTES"
+    detail = f"The request body is larger than {limit:,} bytes ({why})."
+    response = problem(413, detail, "too-large", limit=limit)
+    response.headers["connection"] = "close"  # the rest of the body is not read
+    await response(scope, receive, send)
