@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from workly.models import Attempt, NewTask, Task
+from workly.reserved_names import QUEUE_PREFIX
 from workly.task_json import attempt_json, task_json
 from workly.webhooks import origin_of
 
@@ -22,7 +23,7 @@ from workly.webhooks import origin_of
 # get a queue of their own, so the original queue's rate limit and concurrency (set for
 # that receiver) do not hold them back. It is created with defaults, and can be
 # configured like any queue.
-CALLBACK_QUEUE = "workly.callbacks"
+CALLBACK_QUEUE = f"{QUEUE_PREFIX}callbacks"
 SUCCEEDED = "workly.task.succeeded"
 FAILED = "workly.task.failed"
 

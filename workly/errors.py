@@ -125,6 +125,12 @@ class InvalidSchedule(WorklyError):
     a change makes invalid)."""
 
 
+class ReservedName(WorklyError):
+    """A name Workly keeps for itself, given by a client: a queue ``workly.*`` (its callbacks'),
+    an idempotency key ``schedule:…`` (its schedules' firings, which a client's task or event
+    holding the key would silently replace)."""
+
+
 class TooLarge(WorklyError):
     """An input is larger than a configured limit allows."""
 

@@ -17,6 +17,7 @@ from typing import Literal
 from workly.cron import HORIZON_YEARS, fire_times, latest_fire, next_fire
 from workly.errors import InvalidSchedule
 from workly.models import NewTask
+from workly.reserved_names import IDEMPOTENCY_KEY_PREFIX
 from workly.webhooks import NewEvent
 
 CatchUp = Literal["latest", "none"]
@@ -113,7 +114,7 @@ def next_run(spec: ScheduleSpec, now: datetime) -> datetime:
 
 def firing_key(schedule_id: str, fire_at: datetime) -> str:
     """The idempotency key of one firing: the same firing made twice is stored once."""
-    return f"schedule:{schedule_id}:{fire_at.isoformat().replace('+00:00', 'Z')}"
+    return f"{IDEMPOTENCY_KEY_PREFIX}{schedule_id}:{fire_at.isoformat().replace('+00:00', 'Z')}"
 
 
 def plan_firing(

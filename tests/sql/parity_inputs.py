@@ -22,6 +22,11 @@ TABLE: list[tuple[str, dict[str, Any], bool]] = [
     ("q", {}, False),
     ("q", {"url": None}, False),
     ("ep_x", {"url": URL}, False),
+    ("workly.callbacks", {"url": URL}, False),
+    ("workly.x", {"url": URL}, False),
+    ("workly", {"url": URL}, True),
+    ("q", {"url": URL, "idempotency_key": "schedule:sch_x:2026-12-07T00:00:00Z"}, False),
+    ("q", {"url": URL, "idempotency_key": "my-schedule:1"}, True),
     ("a.b-c_D9", {"url": URL}, True),
     ("-q", {"url": URL}, False),
     ("q" * 128, {"url": URL}, True),
@@ -156,7 +161,7 @@ urls = st.one_of(_URL_PARTS, st.text(max_size=30).filter(lambda s: "\x00" not in
 texts = st.one_of(
     st.none(),
     st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12),
-    st.sampled_from(["", "k" * 255, "k" * 256, "a\x01", "a\x7f", "a\x9f", "é€"]),
+    st.sampled_from(["", "k" * 255, "k" * 256, "a\x01", "a\x7f", "a\x9f", "é€", "schedule:s"]),
 )
 header_names = st.one_of(
     st.sampled_from(["X-A", "x-a", "Host", "webhook-id", "Content-Type", "a b", ""]),
@@ -230,7 +235,8 @@ FIELDS = {
 }
 inputs = st.tuples(
     st.one_of(
-        st.sampled_from(["q", "ep_x", "a.b", "-x", "Q" * 129]), st.from_regex(r"\A[A-Za-z0-9._-]{1,6}\Z")
+        st.sampled_from(["q", "ep_x", "a.b", "-x", "Q" * 129, "workly.q"]),
+        st.from_regex(r"\A[A-Za-z0-9._-]{1,6}\Z"),
     ),
     st.fixed_dictionaries(
         {"url": st.one_of(st.just(URL), urls)}, optional={n: s for n, s in FIELDS.items() if n != "url"}

@@ -134,6 +134,7 @@ TABLE: list[tuple[dict[str, Any], bool]] = [
     ({"type": "t", "payload": 1, "tenant": ""}, False),
     ({"type": "t", "payload": 1, "key": "k\x1f"}, False),
     ({"type": "t", "payload": 1, "idempotency_key": "parity-event-1"}, True),
+    ({"type": "t", "payload": 1, "idempotency_key": "schedule:sch_x:2026-12-07T00:00:00Z"}, False),
     ({"type": "t", "payload": 1, "delay": 10, "run_at": "2030-01-01T00:00:00Z"}, False),
     ({"type": "t", "payload": 1, "delay": 31622401}, False),
     ({"type": "t", "payload": 1, "run_at": "3000-01-01T00:00:00+00:00"}, False),

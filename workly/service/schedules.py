@@ -16,6 +16,7 @@ from workly.clock import Clock
 from workly.errors import InvalidSchedule, ScheduleNotFound, TooLarge
 from workly.ids import new_id, new_task_id
 from workly.metrics import Metrics
+from workly.reserved_names import check_client_queue
 from workly.schedules import Schedule, ScheduleSpec, first_run, next_run, plan_firing
 from workly.service.webhooks import check_not_endpoint_queue
 from workly.storage.contract import ScheduleStore
@@ -126,6 +127,7 @@ class ScheduleUseCases:
         limit = self._max_body_bytes
         if spec.task is not None:
             check_not_endpoint_queue(spec.task.queue)
+            check_client_queue(spec.task.queue)
             size, what = len(spec.task.body), "the task's body"
         else:
             assert spec.event is not None

@@ -8,6 +8,7 @@ from dataclasses import replace
 from workly.clock import Clock
 from workly.errors import TaskNotFound, TooLarge
 from workly.models import Attempt, Enqueued, NewTask, Task, TaskStatus
+from workly.reserved_names import check_client_idempotency_key, check_client_queue
 from workly.service.enqueuer import Enqueuer
 from workly.service.webhooks import check_not_endpoint_queue
 from workly.storage.contract import TaskStore
@@ -39,6 +40,8 @@ class TaskUseCases:
         check_body_sizes(tasks, self._max_body_bytes)
         for task in tasks:
             check_not_endpoint_queue(task.queue)
+            check_client_queue(task.queue)
+            check_client_idempotency_key(task.idempotency_key)
         if not self._tracing.enabled:
             return await self._enqueuer.enqueue(tasks)
         # One request's tasks share its trace context: the span's, once it is made.

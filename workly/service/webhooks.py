@@ -20,6 +20,7 @@ from workly.errors import (
 )
 from workly.ids import new_id, new_task_id
 from workly.models import QueueConfig, Task, TaskStatus, check_queue_config
+from workly.reserved_names import check_client_idempotency_key
 from workly.service.own_events import OwnEvents
 from workly.signing import generate_secret, public_keys
 from workly.storage.contract import TaskStore, WebhookStore
@@ -160,6 +161,7 @@ class WebhookUseCases:
     async def publish(self, event: NewEvent) -> Published:
         """Store the event and its deliveries (one task per matching enabled endpoint) in
         one transaction; the original event when its idempotency key was used before."""
+        check_client_idempotency_key(event.idempotency_key)
         limit = self._max_body_bytes
         if len(event.payload) > limit:
             size = len(event.payload)

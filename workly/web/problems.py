@@ -21,6 +21,7 @@ from workly.errors import (
     InvalidQueueConfig,
     InvalidSchedule,
     NotFoundError,
+    ReservedName,
     StorageConflict,
     StorageFull,
     StorageUnavailable,
@@ -130,6 +131,10 @@ def _invalid_schedule(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "invalid-schedule")
 
 
+def _reserved(exc: Exception, where: str) -> ProblemResponse:
+    return problem(422, str(exc), "reserved-name")
+
+
 def _too_large(exc: Exception, where: str) -> ProblemResponse:
     return problem(413, str(exc), "too-large")
 
@@ -162,6 +167,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((InvalidQueueConfig,), _invalid_config),
     ((InvalidOperation,), _invalid_operation),
     ((InvalidSchedule,), _invalid_schedule),
+    ((ReservedName,), _reserved),
     ((TooLarge,), _too_large),
     ((StorageFull,), _full),
     ((StorageUnavailable,), _unavailable),

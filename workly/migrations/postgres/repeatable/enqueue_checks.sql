@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -57,13 +57,18 @@ BEGIN
 END
 $$;
 
--- The keys a task and an event both take: ordering key, fairness key, idempotency key.
+-- The keys a task and an event both take: ordering key, fairness key, idempotency key (not
+-- one of the schedules' firings').
 CREATE OR REPLACE FUNCTION @schema@.workly_check_keys(key text, tenant text, idempotency_key text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM @schema@.workly_check_short_text('key', key);
     PERFORM @schema@.workly_check_short_text('tenant', tenant);
     PERFORM @schema@.workly_check_short_text('idempotency_key', idempotency_key);
+    IF left(idempotency_key, 9) = 'schedule:' THEN  -- workly/reserved_names.py
+        PERFORM @schema@.workly_refuse('idempotency_key',
+                                       'idempotency keys starting with ''schedule:'' are Workly''s own');
+    END IF;
 END
 $$;
 

@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -57,6 +57,9 @@ BEGIN
     END IF;
     IF left(queue, 3) = 'ep_' THEN
         PERFORM @schema@.workly_refuse('queue', 'queue names starting with ''ep_'' are reserved for endpoints');
+    END IF;
+    IF left(queue, 7) = 'workly.' THEN  -- workly/reserved_names.py
+        PERFORM @schema@.workly_refuse('queue', 'queue names starting with ''workly.'' are Workly''s own');
     END IF;
     origin := @schema@.workly_check_url('url', url);
     IF method IS NULL OR method NOT IN ('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS') THEN
