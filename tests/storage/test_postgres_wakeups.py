@@ -15,7 +15,7 @@ from workly.storage.postgres import notifier as postgres_notifier
 from workly.storage.postgres.notifier import CHANNEL, channel_of
 
 pytestmark = pytest.mark.postgres
-VISITOR = "visitor-from-the-test"  # the id of a process the test plays with a plain connection
+VISITOR = "7e57" * 8  # the id (32 hex digits) of a process the test plays with a plain connection
 
 
 class Process:
@@ -229,3 +229,29 @@ async def test_a_listen_connection_refused_right_after_it_connects_backs_off(
         assert clock.next_due == pytest.approx(1.0)  # then 1 s
     finally:
         await process.storage.close()
+
+
+async def test_a_flood_of_made_up_notifications_costs_bounded_memory(
+    processes: list[Process], pg_url: str
+) -> None:
+    """Any role of the database may NOTIFY on the channel: 50,000 made-up senders leave at
+    most MAX_PEERS peers remembered, and payloads that are not Workly's are ignored."""
+    listener = processes[0]
+    await listener.storage.notifier.listen_for_work(listener.on_work)
+    await until(lambda: listener.woken == 1)
+    flooder = await asyncpg.connect(pg_url)
+    probe = await NotificationProbe.listen(pg_url, CHANNEL)
+    try:
+        await flooder.execute(
+            "SELECT pg_notify($1, 'work:' || md5(n::text)) FROM generate_series(1, 50000) AS n", CHANNEL
+        )
+        for junk in ("work", "work:", "work:xyz", "shout:" + "0" * 32, "work:" + "A" * 32, "x" * 7000):
+            await flooder.execute("SELECT pg_notify($1, $2)", CHANNEL, junk)
+        await probe.notify(f"hello:{VISITOR}")  # handled after everything before it
+        await until(lambda: VISITOR in listener.storage.notifier.peers, timeout=60)
+    finally:
+        await probe.close()
+        await flooder.close()
+    assert len(listener.storage.notifier._peers) <= postgres_notifier.MAX_PEERS
+    assert VISITOR in listener.storage.notifier.peers
+    assert listener.woken == 1 + 50000  # each well-formed "work" (the dispatcher coalesces them); no junk

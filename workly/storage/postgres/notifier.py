@@ -20,6 +20,12 @@ the work to the others. The looks double as that connection's liveness check. A 
 CPU even when it finds nothing, so until the functions are in use in the database (its
 statistics count rows put in sql_arrivals, or this process took some) a process looks only
 every second: an install that never enqueues from SQL hardly pays for the feature.
+
+Any role of the database may NOTIFY on the channel: what is heard is bounded. A payload that
+is not ``work|hello|bye:<32 hex digits>`` is ignored, and at most ``MAX_PEERS`` other
+processes are remembered (those heard from longest ago are forgotten first), each looked up
+by its id, so a flood of made-up senders costs constant memory and constant time per
+notification (50,000 of them once kept 50,000 peers and 15.5 s of the event loop).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import uuid
 from collections.abc import Callable
 
@@ -42,6 +49,8 @@ from workly.storage.postgres.statements import Connections, use_schema
 log = logging.getLogger("workly.storage")
 CHANNEL = "workly_work"
 UNUSED_LOOK_EVERY = 1.0  # seconds between looks for SQL arrivals while the functions are unused
+MAX_PEERS = 256  # other processes remembered: far more than any deployment runs
+_PAYLOAD = re.compile(r"(work|hello|bye):([0-9a-f]{32})")
 
 
 def channel_of(schema: str) -> str:
@@ -82,8 +91,12 @@ class PostgresNotifier:
 
     @property
     def peers(self) -> set[str]:
-        horizon = self._clock.monotonic() - 3 * self._hello_every
+        horizon = self._horizon()
         return {peer for peer, heard in self._peers.items() if heard >= horizon}
+
+    def _horizon(self) -> float:
+        """A peer last heard before this (monotonic) has gone: three hellos missed."""
+        return self._clock.monotonic() - 3 * self._hello_every
 
     async def announce_work(self) -> None:
         if self.peers:
@@ -153,14 +166,20 @@ class PostgresNotifier:
                 retry_in = _RETRY_MIN
 
     def _heard(self, payload: str, on_work: Callable[[], None]) -> None:
-        kind, _, sender = payload.partition(":")
-        if sender == self.id or not sender:
+        found = _PAYLOAD.fullmatch(payload)
+        if found is None:
+            return  # not a Workly process's: any role may NOTIFY on the channel
+        kind, sender = found.groups()
+        if sender == self.id:
             return  # this process's own enqueues woke its dispatcher directly
+        last = self._peers.pop(sender, None)  # re-inserted last: the dict runs oldest first
         if kind == "bye":
-            self._peers.pop(sender, None)
             return
-        newcomer = sender not in self.peers
-        self._peers[sender] = self._clock.monotonic()
+        now = self._clock.monotonic()
+        newcomer = last is None or last < self._horizon()
+        self._peers[sender] = now
+        while len(self._peers) > MAX_PEERS:
+            del self._peers[next(iter(self._peers))]
         if kind == "work":
             on_work()
         elif kind == "hello" and newcomer:
