@@ -27,6 +27,7 @@ from workly.ui.pages import install_dashboard
 from workly.web.answer_headers import AnswerHeaders
 from workly.web.browser_guards import LocalHostsOnly, SameOriginWrites
 from workly.web.guards import BearerTokens, RequestSizeLimit
+from workly.web.http_protocol import GuardedHttpToolsProtocol, guarded_protocol
 from workly.web.problems import install_problem_handlers
 from workly.web.tokens import TokenSet
 
@@ -108,6 +109,12 @@ def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet) -> ASGIApp:
         ("/metrics",) if settings.public_metrics else ()
     )
     return AnswerHeaders(SameOriginWrites(BearerTokens(limited, tokens, public)))
+
+
+def http_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
+    """The HTTP protocol uvicorn serves the app with (its ``http=``): the connection limit and
+    the head and body deadlines of web/http_protocol.py."""
+    return guarded_protocol(settings.max_connections)
 
 
 def app_from_env() -> ASGIApp:

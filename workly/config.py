@@ -157,6 +157,12 @@ class Settings(BaseSettings):
         le=1024 * 1024 * 1024,
         description="largest API request body, in bytes; refused (413) before it is read whole",
     )
+    max_connections: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="open HTTP connections per process; one more is closed as it is accepted",
+    )
 
     breaker_threshold: int = Field(
         default=5,

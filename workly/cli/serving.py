@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from workly import logs
-from workly.app import create_app
+from workly.app import create_app, http_protocol
 from workly.config import Settings
 from workly.service import Service
 
@@ -122,6 +122,7 @@ def serve_app(app: ASGIApp, service: Service, sock: socket.socket, settings: Set
 def _config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
     return uvicorn.Config(
         app,
+        http=http_protocol(settings),  # deadlines and bounds: web/http_protocol.py
         log_level=settings.log_level,
         access_log=False,
         log_config=None,  # uvicorn's loggers propagate to Workly's handler (text or JSON)
