@@ -107,3 +107,23 @@ async def test_metrics_need_a_token_unless_public(sqlite_url: str, public: bool,
         assert (
             await http.get("/metrics", headers={"authorization": "Bearer " + "t" * 20})
         ).status_code == 200
+
+
+@pytest.mark.parametrize("per_endpoint", [False, True])
+def test_endpoint_queues_share_one_depth_series_unless_asked_for(per_endpoint: bool) -> None:
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    queues = [
+        Queue(name, QueueConfig(), {"ready": ready}, now, now)
+        for name, ready in (("ep_one", 2), ("ep_two", 3), ("orders", 5))
+    ]
+    metrics = Metrics(per_endpoint=per_endpoint)
+    metrics.set_queue_depths(queues)
+
+    def depth(queue: str) -> float | None:
+        return metrics.registry.get_sample_value("workly_queue_tasks", {"queue": queue, "status": "ready"})
+
+    assert depth("orders") == 5
+    if per_endpoint:
+        assert (depth("ep_one"), depth("ep_two"), depth("endpoints")) == (2, 3, None)
+    else:
+        assert (depth("ep_one"), depth("ep_two"), depth("endpoints")) == (None, None, 5)

@@ -157,6 +157,11 @@ class Settings(BaseSettings):
         le=1024 * 1024 * 1024,
         description="largest API request body, in bytes; refused (413) before it is read whole",
     )
+    metrics_per_endpoint: bool = Field(
+        default=False,
+        description="a /metrics series per endpoint; else every endpoint's deliveries share the label "
+        'queue="endpoints" (10,000 endpoints would be 10,000 series per metric)',
+    )
     max_connections: int = Field(
         default=1000,
         ge=1,

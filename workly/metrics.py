@@ -24,6 +24,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from workly.models import TASK_STATUSES, Queue
+from workly.webhooks import ENDPOINT_PREFIX
 from workly.webhooks import HEALTH_STATES as ENDPOINT_STATES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -51,8 +52,14 @@ class Children(Generic[M]):
         return child
 
 
+# The one queue label every endpoint's deliveries share unless per-endpoint series are asked
+# for (WORKLY_METRICS_PER_ENDPOINT): 10,000 endpoints would be 10,000 series per metric.
+ENDPOINTS_LABEL = "endpoints"
+
+
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, per_endpoint: bool = False) -> None:
+        self.per_endpoint = per_endpoint
         # Read here, not at import: tests build apps in one process without the variable.
         self.multiprocess_dir = os.environ.get(MULTIPROC_DIR_ENV)
         if self.multiprocess_dir is not None and values.ValueClass is values.MutexValue:
@@ -167,12 +174,22 @@ class Metrics:
         for state in ENDPOINT_STATES:
             self.endpoints.labels(state).set(counts.get(state, 0))
 
+    def queue_label(self, queue: str) -> str:
+        """The ``queue`` label of a queue's series: an endpoint's is ENDPOINTS_LABEL, unless
+        per-endpoint series were asked for."""
+        if self.per_endpoint or not queue.startswith(ENDPOINT_PREFIX):
+            return queue
+        return ENDPOINTS_LABEL
+
     def set_queue_depths(self, queues: Iterable[Queue]) -> None:
-        measured: set[tuple[str, str]] = set()
+        depths: dict[tuple[str, str], int] = {}
         for queue in queues:
+            label = self.queue_label(queue.name)
             for status in TASK_STATUSES:
-                self.queue_depth.labels(queue.name, status).set(queue.counts.get(status, 0))
-                measured.add((queue.name, status))
+                depths[label, status] = depths.get((label, status), 0) + queue.counts.get(status, 0)
+        measured = set(depths)
+        for labels, depth in depths.items():
+            self.queue_depth.labels(*labels).set(depth)
         for labels in self._depth_labels - measured:  # a deleted queue
             if self.multiprocess_dir is None:
                 self.queue_depth.remove(*labels)  # disappears from the scrape

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from workly.models import QueueConfig, TaskStatus
 from workly.request_rules import plain_origin
 
+ENDPOINT_PREFIX = "ep_"  # an endpoint's id, and the name of its queue
+
 # An event type: dot-separated words such as "invoice.paid" or "workly.task.failed".
 EVENT_TYPE = r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*"
 _EVENT_TYPE = re.compile(EVENT_TYPE)

@@ -117,9 +117,9 @@ async def test_a_failing_endpoint_costs_threshold_plus_probes_and_its_backlog_dr
     metrics = (await http.get("/metrics")).text
     assert 'workly_breaker_transitions_total{to="open"} 1.0' in metrics
     assert 'workly_breaker_transitions_total{to="closed"} 1.0' in metrics
-    assert (
-        f'workly_endpoint_deliveries_total{{endpoint="{endpoint["id"]}",outcome="succeeded"}} 30.0' in metrics
-    )
+    # Every endpoint's deliveries share one queue label; no series names an endpoint.
+    assert 'workly_deliveries_total{outcome="succeeded",queue="endpoints"} 30.0' in metrics
+    assert "workly_endpoint_deliveries_total{" not in metrics and endpoint["id"] not in metrics
     service.metrics.set_endpoint_states({"healthy": 1})  # what the housekeeper's periodic job sets
     assert 'workly_endpoints{state="healthy"} 1.0' in (await http.get("/metrics")).text
 
@@ -198,3 +198,28 @@ async def test_plain_tasks_get_a_breaker_per_origin(
     assert flaky[6].at - flaky[5].at >= 0.4  # the failed probe doubled it
     listed = (await http.get("/v1/queues/plain/tasks", params={"limit": 100})).json()["tasks"]
     assert sum(t["attempts"] for t in listed if "/flaky" in t["url"]) == 16
+
+
+async def test_per_endpoint_series_only_when_asked_for(database_url: str, receiver: Receiver) -> None:
+    settings = Settings(
+        database_url=database_url, signing_secret=TEST_SECRET, outbound_allow="127.0.0.0/8",
+        poll_interval=0.2, metrics_per_endpoint=True,
+    )  # fmt: skip
+    async with in_process(settings) as (service, http):
+        endpoint = await create_endpoint(http, receiver.url("/each"))
+        for n in range(3):
+            assert (await http.post("/v1/events", json={"type": "t", "payload": {"n": n}})).status_code == 201
+        await receiver.wait_for("/each", 3)
+
+        per_endpoint = (
+            f'workly_endpoint_deliveries_total{{endpoint="{endpoint["id"]}",outcome="succeeded"}} 3.0'
+        )
+
+        async def counted() -> bool:
+            await service.dispatcher.settle()
+            return per_endpoint in (await http.get("/metrics")).text
+
+        await wait_until(counted)
+        metrics = (await http.get("/metrics")).text
+    assert 'queue="endpoints"' not in metrics
+    assert f'workly_deliveries_total{{outcome="succeeded",queue="{endpoint["id"]}"}} 3.0' in metrics

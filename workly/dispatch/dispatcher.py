@@ -294,7 +294,7 @@ class Dispatcher:
         late = overdue(task, self._clock.now())
         if late is not None:
             log.info("task %s not sent: %s", task.id, late.error)
-            self._metrics.deliveries_of(task.queue, late.outcome).inc()
+            self._metrics.deliveries_of(self._metrics.queue_label(task.queue), late.outcome).inc()
             self._rollup.add(task.queue, task.endpoint_id, self._clock.now(), late.outcome, None)
             await self._submitter.submit(task, late)
             return
@@ -361,14 +361,15 @@ class Dispatcher:
         self, task: ClaimedTask, outcome: DeliveryOutcome, result: AttemptResult, seconds: float
     ) -> None:
         m = self._metrics
-        m.deliveries_of(task.queue, result.outcome).inc()
-        if task.endpoint_id is not None:
+        label = m.queue_label(task.queue)
+        m.deliveries_of(label, result.outcome).inc()
+        if task.endpoint_id is not None and m.per_endpoint:
             m.endpoint_deliveries_of(task.endpoint_id, result.outcome).inc()
-        m.delivery_seconds_of(task.queue).observe(seconds)
+        m.delivery_seconds_of(label).observe(seconds)
         self._rollup.add(task.queue, task.endpoint_id, outcome.finished_at, result.outcome, seconds)
         if task.attempt == 1 and task.due_at is not None:
             waited = (outcome.started_at - task.due_at).total_seconds()
-            m.first_attempt_latency_of(task.queue).observe(max(0.0, waited))
+            m.first_attempt_latency_of(label).observe(max(0.0, waited))
 
     async def _record(self, results: Sequence[AttemptResult]) -> list[RecordSummary]:
         summary = await self._storage.record_results(results, self._clock.now(), self._breaker_rules)

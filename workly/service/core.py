@@ -92,7 +92,7 @@ class Service:
             raise ConfigError("WORKLY_DATABASE_URL is required")
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
-        self.metrics = Metrics()
+        self.metrics = Metrics(per_endpoint=settings.metrics_per_endpoint)
         self._signer = Signer(settings.signing_secrets())
         self._open_storage = storage_opener or partial(open_configured_storage, clock=self.clock)
         self._http_client = http_client

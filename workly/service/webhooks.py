@@ -27,6 +27,7 @@ from workly.storage.contract import TaskStore, WebhookStore
 from workly.trace_context import parse_trace_context, stored
 from workly.tracing import Tracing
 from workly.webhooks import (
+    ENDPOINT_PREFIX,
     Endpoint,
     EndpointSpec,
     Event,
@@ -36,7 +37,6 @@ from workly.webhooks import (
 )
 
 log = logging.getLogger("workly.webhooks")
-ENDPOINT_PREFIX = "ep_"
 _SPEC_FIELDS = frozenset({"url", "description", "event_types", "tenant", "headers"})
 _DELIVERY_FIELDS = frozenset(f.name for f in fields(QueueConfig)) - {"paused"}
 MANUALLY_DISABLED = "disabled by hand (API, CLI or dashboard)"

@@ -21,7 +21,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from workly.errors import ConflictError, NotFoundError
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
 from workly.service import Service
-from workly.service.webhooks import ENDPOINT_PREFIX
 from workly.ui import operation_pages, schedule_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
@@ -47,6 +46,7 @@ from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.guards import SESSION_COOKIE
 from workly.web.tokens import SESSION_SECONDS, TokenSet
+from workly.webhooks import ENDPOINT_PREFIX
 
 THROUGHPUT_WINDOW = timedelta(seconds=60)
 _STYLESHEET = Path(__file__).with_name("assets") / "workly.css"
