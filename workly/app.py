@@ -25,6 +25,7 @@ from workly.errors import ConfigError
 from workly.service import Service
 from workly.ui.pages import install_dashboard
 from workly.web.answer_headers import AnswerHeaders
+from workly.web.auth_failures import AuthFailures
 from workly.web.browser_guards import LocalHostsOnly, SameOriginWrites
 from workly.web.guards import BearerTokens, RequestSizeLimit
 from workly.web.http_protocol import GuardedHttpToolsProtocol, guarded_protocol
@@ -70,10 +71,12 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     app.include_router(reference.router)
     app.add_api_route("/", _to_the_dashboard, methods=["GET"], include_in_schema=False)
     tokens = TokenSet(settings.tokens())
+    # One count of failed authentications per app: the guard's 401s and the login form's.
+    failures = app.state.auth_failures = AuthFailures()
     install_dashboard(app, tokens)
     if tokens:
         _declare_bearer_auth(app)
-    return _guarded(FastEnqueue(app, service), settings, tokens)
+    return _guarded(FastEnqueue(app, service), settings, tokens, failures)
 
 
 async def _to_the_dashboard() -> RedirectResponse:
@@ -98,7 +101,7 @@ def _declare_bearer_auth(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet) -> ASGIApp:
+def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet, failures: AuthFailures) -> ASGIApp:
     """Header checks first (a refused caller cannot make the server read a body), then the
     size limit. Without tokens (`workly dev`) only IP addresses and localhost are answered.
     Every answer, a refusal too, carries the headers of answer_headers.py."""
@@ -108,7 +111,7 @@ def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet) -> ASGIApp:
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )
-    return AnswerHeaders(SameOriginWrites(BearerTokens(limited, tokens, public)))
+    return AnswerHeaders(SameOriginWrites(BearerTokens(limited, tokens, public, failures=failures)))
 
 
 def http_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:

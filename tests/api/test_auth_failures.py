@@ -75,3 +75,12 @@ async def test_the_app_answers_429_to_an_address_that_failed_20_times(http: http
     body = assert_problem(refused, 429, "too-many-failures")
     assert refused.headers["retry-after"] == "60" and body["retry_after"] == 60
     assert (await http.get("/health/live")).status_code == 429  # every request of that address
+
+
+async def test_wrong_tokens_typed_into_the_login_form_count_too(http: httpx.AsyncClient) -> None:
+    origin = {"origin": str(http.base_url).rstrip("/")}
+    for _ in range(20):
+        failed = await http.post("/ui/login", data={"token": "guess", "next": "/ui"}, headers=origin)
+        assert failed.status_code == 401
+    refused = await http.post("/ui/login", data={"token": TOKEN, "next": "/ui"}, headers=origin)
+    assert_problem(refused, 429, "too-many-failures")

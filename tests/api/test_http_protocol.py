@@ -58,7 +58,11 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
         database_url=f"sqlite:///{tmp_path / 'w.db'}", signing_secret=TEST_SECRET, dispatch=False
     )
     config = uvicorn.Config(
-        create_app(Service(settings), anonymous=True), http=Quick, lifespan="on", log_level="warning"
+        create_app(Service(settings), anonymous=True),
+        http=Quick,
+        lifespan="on",
+        log_level="warning",
+        timeout_keep_alive=60,  # uvicorn's own idle timeout out of the way: the head deadline closes
     )
     served = uvicorn.Server(config)
     sock = socket.socket()
@@ -136,3 +140,31 @@ async def test_one_connection_over_the_limit_is_closed_at_once(tmp_path: Path) -
         reader, writer = await running.connect()  # room again
         writer.write(HEALTH)
         assert (await asyncio.wait_for(reader.readline(), 10)).startswith(b"HTTP/1.1 200")
+
+
+async def test_one_header_streamed_in_pieces_past_64_kib_gets_431(tmp_path: Path) -> None:
+    """httptools gathers a header whole before it reports it: the head is counted as it
+    arrives, so an endless header is cut off at the limit, not read on."""
+    async with server(tmp_path) as running:
+        reader, writer = await running.connect()
+        writer.write(b"GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+        for _ in range(20):  # 80 KiB, in pieces, never ending the header
+            writer.write(b"a" * 4096)
+            await writer.drain()
+        answer = await closed(reader)
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+        assert b"x-content-type-options: nosniff" in answer
+
+
+async def test_a_body_trickled_after_an_early_answer_earns_no_time(tmp_path: Path) -> None:
+    """A request answered before its body was read (a GET with a body, as a 401 is answered)
+    gets its answer; a body that ends only afterwards leaves the connection to the next head's
+    deadline (it was left with none)."""
+    async with server(tmp_path) as running:
+        reader, writer = await running.connect()
+        writer.write(b"GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-length: 3\r\n\r\n")
+        status = await asyncio.wait_for(reader.readline(), 10)
+        assert status.startswith(b"HTTP/1.1 200"), status
+        writer.write(b"xyz")  # the body ends after its answer: the next head's deadline still holds
+        await writer.drain()
+        assert (await closed(reader)).endswith(b"}")  # the rest of the answer, then the close

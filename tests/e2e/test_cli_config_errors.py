@@ -321,3 +321,12 @@ def test_serve_refuses_a_short_token_without_showing_it(tmp_path: Path) -> None:
     )  # fmt: skip
     line = assert_refused(result, "WORKLY_API_TOKENS", "token(s) [2]", "under 32 characters")
     assert "0123456789abcdef" not in line and TEST_TOKEN not in line
+
+
+def test_dev_on_the_network_refuses_a_short_token_too(tmp_path: Path) -> None:
+    result = workly(
+        "dev", "--db", str(tmp_path / "w.db"), "--host", "192.0.2.1", "--port", str(free_port()),
+        cwd=tmp_path, WORKLY_API_TOKENS="short-token",
+    )  # fmt: skip
+    assert_refused(result, "WORKLY_API_TOKENS", "token(s) [1]", "under 32 characters")
+    assert list(tmp_path.iterdir()) == []

@@ -67,6 +67,17 @@ def _dev_secret(db: Path) -> str:
     return made
 
 
+def _refuse_short_tokens(settings: Settings) -> None:
+    short = settings.short_tokens()
+    if short:
+        from workly.config import MIN_TOKEN_LENGTH  # loaded with the settings already
+
+        fail(
+            f"WORKLY_API_TOKENS: token(s) {short} are under {MIN_TOKEN_LENGTH} characters, easy to guess "
+            "(`openssl rand -hex 32` makes one)"
+        )
+
+
 def dev(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="port to listen on")] = 7337,
@@ -80,6 +91,8 @@ def dev(
             f"--host {host} would serve the API and the dashboard without authentication to every "
             "machine that can reach this one: set WORKLY_API_TOKENS, or listen on 127.0.0.1"
         )
+    if not only_loopback(host):  # the network can reach it: its tokens must hold as serve's do
+        _refuse_short_tokens(settings)
     sock = listening_socket(host, port)  # and a port it cannot have: before the database is made
     outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow
     settings = settings.model_copy(update={"signing_secret": _dev_secret(db), "outbound_allow": outbound})
@@ -122,14 +135,7 @@ def serve(
     missing = [reason for value, reason in required if not value]
     if missing:
         fail(f"not set: {'; '.join(missing)}")
-    short = settings.short_tokens()
-    if short:
-        from workly.config import MIN_TOKEN_LENGTH  # loaded with the settings already
-
-        fail(
-            f"WORKLY_API_TOKENS: token(s) {short} are under {MIN_TOKEN_LENGTH} characters, easy to guess "
-            "(`openssl rand -hex 32` makes one)"
-        )
+    _refuse_short_tokens(settings)
     assert settings.database_url is not None
     check_secrets(settings)
     check_outbound(settings)

@@ -42,6 +42,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes = 0
         self._head_too_large = False
+        self._awaiting_head = True
+        self._raw_head = 0  # bytes of the pending head received so far, counted before parsing
+        self._tail = b""  # the last bytes received while awaiting a head: "\r\n\r\n" may straddle
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -49,6 +52,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             transport.abort()  # before anything is read: the descriptor goes back at once
             return
         self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_head and not self._count_raw_head(data):
+            return
+        super().data_received(data)
+
+    def _count_raw_head(self, data: bytes) -> bool:
+        """Count ``data`` toward the pending head before httptools sees it (it gathers a header
+        whole before calling on_header: one endless header would never be counted there);
+        False once the head passes the limit (431 sent)."""
+        seen = self._tail + data
+        end = seen.find(b"\r\n\r\n")
+        part = len(data) if end == -1 else max(0, end + 4 - len(self._tail))
+        self._raw_head += part
+        self._tail = seen[-3:]
+        if end != -1:
+            self._awaiting_head = False
+        if self._raw_head > self.max_head_bytes:
+            self._head_too_large = True
+            self.send_400_response("")
+            return False
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_deadline()
@@ -73,17 +98,25 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._await_body()
 
     def on_body(self, body: bytes) -> None:
-        self._await_body()
+        if not self._answered():
+            self._await_body()  # after an early answer (a 401) a trickled body earns no more time
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._cancel_deadline()
+        self._awaiting_head, self._raw_head, self._tail = True, 0, b""
         super().on_message_complete()
+        if self._answered() and not self.transport.is_closing():
+            self._await_head()  # answered before its body ended: the next head has its deadline
 
     def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # uvicorn starts the next pipelined request in the call
         super().on_response_complete()
-        if not self.transport.is_closing() and not self.pipeline:
+        if not self.transport.is_closing() and not pipelined:
             self._await_head()  # the next request's head, beside uvicorn's keep-alive timeout
+
+    def _answered(self) -> bool:
+        return self.cycle is not None and self.cycle.response_complete
 
     def send_400_response(self, msg: str) -> None:
         if not self._head_too_large:
@@ -96,6 +129,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         ).encode()  # fmt: skip
         head = (
             b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/problem+json\r\n"
+            b"x-content-type-options: nosniff\r\ncache-control: no-store\r\n"
             b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
         )
         self.transport.write(head + body)
