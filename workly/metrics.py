@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Generic, TypeVar
 
@@ -203,11 +204,22 @@ class Metrics:
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
         _forget_dead_processes(self.multiprocess_dir)
+        for _ in range(_READS - 1):
+            # The files are written, grown and deleted by the other workers while this one reads
+            # them: a file met mid-change (deleted after the listing, or grown past what was
+            # mapped) is read again, with the directory listed anew.
+            with contextlib.suppress(OSError, ValueError, struct.error):
+                return self._read_files(self.multiprocess_dir)
+        return self._read_files(self.multiprocess_dir)
+
+    @staticmethod
+    def _read_files(path: str) -> bytes:
         registry = CollectorRegistry()  # fresh per scrape, as prometheus_client prescribes
-        MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
 
 
+_READS = 3  # tries at reading the workers' files for one scrape
 # gauge_<live mode>_<pid>.db: the files mark_process_dead removes.
 _LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]+_(\d+)\.db")
 

@@ -92,7 +92,7 @@ async def test_every_scrape_counts_the_work_of_all_workers(
                         await asyncio.sleep(0.1)
                 for _ in range(SCRAPES):
                     response = await client.get("/metrics")
-                    assert response.status_code == 200, response.text
+                    assert response.status_code == 200, response.text + log.read_text()[-3000:]
                     text = response.text
                     assert sample(text, "workly_tasks_enqueued_total", queue="m") == TASKS
                     assert sample(text, "workly_deliveries_total", queue="m", outcome="succeeded") == TASKS
