@@ -86,12 +86,12 @@ def dev(
     """Run on SQLite in one process: for development and small installs."""
     db = db.resolve()
     settings = load_settings(database_url=f"sqlite:///{db}")  # refuse bad settings before writing files
-    if not settings.tokens() and not only_loopback(host):
-        fail(
-            f"--host {host} would serve the API and the dashboard without authentication to every "
-            "machine that can reach this one: set WORKLY_API_TOKENS, or listen on 127.0.0.1"
-        )
-    if not only_loopback(host):  # the network can reach it: its tokens must hold as serve's do
+    if not only_loopback(host):  # the network can reach it: tokens required, as serve's
+        if not settings.tokens():
+            fail(
+                f"--host {host} would serve the API and the dashboard without authentication to every "
+                "machine that can reach this one: set WORKLY_API_TOKENS, or listen on 127.0.0.1"
+            )
         _refuse_short_tokens(settings)
     sock = listening_socket(host, port)  # and a port it cannot have: before the database is made
     outbound = DEV_OUTBOUND_ALLOW if settings.outbound_allow is None else settings.outbound_allow

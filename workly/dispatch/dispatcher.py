@@ -41,7 +41,6 @@ from workly.storage.contract import DispatchStore
 from workly.tracing import Tracing
 
 log = logging.getLogger("workly.dispatch")
-# Waits between tries of a result the database could not take (doubling).
 
 # Told of every recorded batch (the service: wake-ups for freed tasks, Workly's own events).
 RecordObserver = Callable[[Sequence[AttemptResult], RecordSummary], None]
