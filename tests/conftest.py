@@ -105,7 +105,8 @@ async def pg_fresh_db(pg_server: str) -> AsyncIterator[str]:
 # theirs starts again at 1, as after TRUNCATE … RESTART IDENTITY.
 _TEST_TABLES = (
     "queues", "tasks", "attempts", "queue_releases", "queue_turns", "endpoints", "events", "breakers",
-    "operations", "schedules", "sql_arrivals", "task_counts", "delivery_minutes",
+    "operations", "schedules", "sql_arrivals", "task_counts", "delivery_minutes", "tenants", "api_keys",
+    "audit_log",
 )  # fmt: skip
 _BIG = 1000
 _EMPTY_TABLES = f"""

@@ -213,16 +213,21 @@ async def test_the_upkeep_jobs_and_their_intervals_follow_the_settings(sqlite_ur
     assert defaults == {
         "reap": 5.0, "prune": 60.0, "recount": 60.0, "breaker probes": 0.5, "queue depths": 15.0,
         "task counts": 2.0, "index rebuilds": 60.0, "delivery history": 5.0,
-        "delivery history pruning": 60.0, "vacuum": 0,
+        "delivery history pruning": 60.0, "vacuum": 0, "audit pruning": 300.0,
     }  # fmt: skip
     changed = dict(
         await intervals(
             Settings(
                 database_url=sqlite_url, reap_interval=0, retention=0, reindex_interval=0,
-                breaker_cooldown=0.2, vacuum_interval=7,
+                breaker_cooldown=0.2, vacuum_interval=7, audit_retention=0,
             )
         )
     )  # fmt: skip
-    assert (changed["reap"], changed["prune"], changed["index rebuilds"]) == (0, 0, 0)  # off
+    assert (changed["reap"], changed["prune"], changed["index rebuilds"], changed["audit pruning"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
     assert (changed["breaker probes"], changed["vacuum"]) == (0.2, 7)
     assert dict(await intervals(Settings(database_url=sqlite_url), autovacuum=False))["vacuum"] == 10.0

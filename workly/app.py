@@ -9,6 +9,7 @@ service. `workly dev` and `workly serve`, and each worker of `workly serve --wor
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,19 +19,37 @@ from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp
 
 from workly import __version__, logs
-from workly.api import endpoints, events, health, operations, queues, reference, schedules, tasks
+from workly.access import Principal
+from workly.api import (
+    audit,
+    endpoints,
+    events,
+    health,
+    keys,
+    operations,
+    queues,
+    reference,
+    schedules,
+    tasks,
+    tenants,
+)
 from workly.api.fast_enqueue import FastEnqueue
+from workly.audit import AuditEntry
 from workly.config import Settings
-from workly.errors import ConfigError
+from workly.errors import ConfigError, ServiceNotRunning
 from workly.service import Service
 from workly.ui.pages import install_dashboard
 from workly.web.answer_headers import AnswerHeaders
+from workly.web.audit_trail import AuditTrail
 from workly.web.auth_failures import AuthFailures
 from workly.web.browser_guards import LocalHostsOnly, SameOriginWrites
 from workly.web.guards import BearerTokens, RequestSizeLimit
 from workly.web.http_protocol import GuardedHttpToolsProtocol, guarded_protocol
+from workly.web.principals import OpenAccess
 from workly.web.problems import install_problem_handlers
 from workly.web.tokens import TokenSet
+
+log = logging.getLogger("workly.audit")
 
 
 def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
@@ -66,6 +85,9 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     app.include_router(events.router)
     app.include_router(operations.router)
     app.include_router(schedules.router)
+    app.include_router(tenants.router)
+    app.include_router(keys.router)
+    app.include_router(audit.router)
     app.include_router(health.router)
     app.include_router(health.metrics_router)
     app.include_router(reference.router)
@@ -76,7 +98,7 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     install_dashboard(app, tokens)
     if tokens:
         _declare_bearer_auth(app)
-    return _guarded(FastEnqueue(app, service), settings, tokens, failures)
+    return _guarded(FastEnqueue(app, service), service, tokens, failures)
 
 
 async def _to_the_dashboard() -> RedirectResponse:
@@ -93,7 +115,11 @@ def _declare_bearer_auth(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = build()  # FastAPI's schema, cached in app.openapi_schema
             schema.setdefault("components", {})["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer", "description": "one of WORKLY_API_TOKENS"}
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key (wk_…) or one of WORKLY_API_TOKENS",
+                }
             }
             schema["security"] = [{"bearer": []}]
         return app.openapi_schema or build()
@@ -101,17 +127,34 @@ def _declare_bearer_auth(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _guarded(app: ASGIApp, settings: Settings, tokens: TokenSet, failures: AuthFailures) -> ASGIApp:
+def _guarded(app: ASGIApp, service: Service, tokens: TokenSet, failures: AuthFailures) -> ASGIApp:
     """Header checks first (a refused caller cannot make the server read a body), then the
     size limit. Without tokens (`workly dev`) only IP addresses and localhost are answered.
-    Every answer, a refusal too, carries the headers of answer_headers.py."""
+    Every answer, a refusal too, carries the headers of answer_headers.py; every refusal and
+    every change goes into the audit log (web/audit_trail.py)."""
+    settings = service.settings
     limited = RequestSizeLimit(app, settings.max_request_bytes)
+
+    async def look_up_key(offered: bytes) -> Principal | None:
+        return await service.keys.authenticate(offered)
+
+    async def record(entry: AuditEntry) -> None:
+        try:
+            await service.audit.record(entry)
+        except ServiceNotRunning:  # a request answered while the service starts or stops
+            log.warning(
+                "audit entry %s %s not recorded: the service is not running", entry.action, entry.target
+            )
+
+    def trail(guarded: ASGIApp) -> ASGIApp:
+        return AnswerHeaders(AuditTrail(guarded, record, service.now))
+
     if not tokens:
-        return AnswerHeaders(LocalHostsOnly(SameOriginWrites(limited)))
+        return trail(LocalHostsOnly(SameOriginWrites(OpenAccess(limited, look_up_key))))
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )
-    return AnswerHeaders(SameOriginWrites(BearerTokens(limited, tokens, public, failures=failures)))
+    return trail(SameOriginWrites(BearerTokens(limited, tokens, public, failures=failures, keys=look_up_key)))
 
 
 def http_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:

@@ -70,6 +70,11 @@ class Settings(BaseSettings):
         ge=0,
         description="seconds succeeded tasks (and their attempts) are kept; 0 = forever",
     )
+    audit_retention: float = Field(
+        default=90 * 86400,
+        ge=0,
+        description="seconds audit log entries are kept; 0 = forever",
+    )
     reap_interval: float = Field(
         default=5.0, ge=0, description="seconds between reaper runs (expired leases back to ready); 0 = never"
     )

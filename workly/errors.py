@@ -8,16 +8,20 @@ WorklyError
 │   ├── EndpointNotFound
 │   ├── EventNotFound
 │   ├── OperationNotFound
-│   └── ScheduleNotFound
+│   ├── ScheduleNotFound
+│   ├── TenantNotFound
+│   └── ApiKeyNotFound
 ├── ConflictError          the request does not fit the current state → 409
 │   ├── TaskStateConflict
 │   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
+│   ├── TooManyEndpoints   a tenant's max_endpoints is reached
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 │   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
 ├── InvalidOperation       a bulk operation that names no filter      → 422
 ├── InvalidSchedule        a schedule whose fields contradict each other → 422
 ├── TooLarge               an input over a configured size limit       → 413
+├── PermissionDenied       the caller's role lacks what the call needs  → 403
 └── StorageError           the database failed an operation            → 500
     └── StorageUnavailable the database is down, restarting, unreachable or too slow → 503
         ├── StorageFull        a disk the database writes to is full: the write was rolled back
@@ -79,6 +83,26 @@ class ScheduleNotFound(NotFoundError):
         self.schedule_id = schedule_id
 
 
+class TenantNotFound(NotFoundError):
+    def __init__(self, tenant: str) -> None:
+        super().__init__(f"tenant {tenant!r} does not exist")
+        self.tenant = tenant
+
+
+class ApiKeyNotFound(NotFoundError):
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"API key {key_id!r} does not exist")
+        self.key_id = key_id
+
+
+class OutOfScope(NotFoundError):
+    """What a tenant-scoped key asks for that is not its tenant's: answered as if it did not
+    exist (404), so that nothing can be learnt by probing names."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} does not exist")
+
+
 class NoPublicKey(NotFoundError):
     def __init__(self, owner: str) -> None:
         super().__init__(
@@ -108,6 +132,16 @@ class QueueOfEndpoint(ConflictError):
         self.queue = queue
 
 
+class TooManyEndpoints(ConflictError):
+    def __init__(self, tenant: str, limit: int) -> None:
+        super().__init__(
+            f"tenant {tenant!r} has its max_endpoints ({limit}) already: delete one, or raise the "
+            "limit with PATCH /v1/tenants/{tenant}"
+        )
+        self.tenant = tenant
+        self.limit = limit
+
+
 class InvalidQueueConfig(WorklyError):
     """A queue configuration whose fields contradict each other."""
 
@@ -133,6 +167,19 @@ class ReservedName(WorklyError):
 
 class TooLarge(WorklyError):
     """An input is larger than a configured limit allows."""
+
+
+class PermissionDenied(WorklyError):
+    """The caller's role does not allow the call, or it names a tenant its key is not
+    scoped to (403)."""
+
+    def __init__(self, role: str, lacks: str, action: str, detail: str | None = None) -> None:
+        super().__init__(
+            detail or f"a key with the role {role!r} cannot {action}: it lacks the {lacks!r} permission"
+        )
+        self.role = role
+        self.lacks = lacks
+        self.action = action
 
 
 class StorageError(WorklyError):

@@ -105,7 +105,9 @@ async def test_a_rate_limit_holds_end_to_end(
                 await enqueue(client, "slow", [{"url": receiver.url("/slow")}] * count)
                 await until_delivered(receiver, count)
     arrivals = sorted(r.at for r in receiver.requests)
-    # Any one-second window holds at most a second's tokens plus the burst. A slow machine
-    # only spreads deliveries out, so this bound cannot fail for being slow.
+    # Any one-second window of claims holds at most a second's tokens plus the burst. They
+    # are timed here as they arrive, and a loaded machine may hold a few back and hand them
+    # over together (23 in a window was seen in CI): a quarter second of such jitter is
+    # allowed. A limiter that did not hold would deliver all 50 at once.
     most = max(sum(1 for t in arrivals if start <= t < start + 1.0) for start in arrivals)
-    assert most <= rate + burst(rate), most
+    assert most <= rate * 1.25 + burst(rate), most

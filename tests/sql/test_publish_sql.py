@@ -274,3 +274,15 @@ async def test_a_refused_publish_raises_22023_naming_the_field_and_stores_nothin
     await transaction.rollback()
     assert await app_conn.fetchval("SELECT to_regclass('audit')") is None
     assert await count(app_conn, "SELECT count(*) FROM workly.events") == 0
+
+
+async def test_a_tenant_first_named_by_sql_gets_its_record(
+    client: httpx.AsyncClient, app_conn: asyncpg.Connection
+) -> None:
+    """docs/tenants.md: publish_event makes the tenant it names, as the API does."""
+    assert (await client.get("/v1/tenants/sql-made")).status_code == 404
+    await publish(app_conn, "invoice.paid", {"n": 1}, tenant="sql-made")
+    await publish(app_conn, "invoice.paid", {"n": 2}, tenant="sql-made")  # made once
+    response = await client.get("/v1/tenants/sql-made")
+    assert response.status_code == 200, response.text
+    assert response.json()["name"] == "sql-made" and response.json()["endpoints"] == 0

@@ -41,6 +41,9 @@ CHANGED_SINCE_OLD: set[str] = {
     "@schema@.enqueue_task(text,text,text,jsonb,jsonb,text,double precision,timestamp with time zone,bigint,"
     "text,text,text,bigint,double precision,text[],double precision,double precision,double precision,"
     "text,text)",
+    # A tenant named for the first time gets its row (docs/tenants.md).
+    "@schema@.publish_event(text,jsonb,text,text,text,text,double precision,timestamp with time zone,"
+    "text,text)",
 }
 
 

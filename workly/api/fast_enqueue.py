@@ -23,6 +23,7 @@ from workly.media import is_json_type
 from workly.models import QUEUE_NAME
 from workly.service import Service
 from workly.trace_context import TraceContext, from_headers
+from workly.web.principals import audit_note_of, principal_of
 from workly.web.problems import problem_for_exception
 from workly.web.request_body import read_body, replay
 
@@ -51,7 +52,8 @@ class FastEnqueue:
             await self._app(scope, replay(body), send)
             return
         try:
-            response = await enqueue_one(self._service, match.group(1), task, idempotency_key, trace)
+            scoped = self._service.scoped(principal_of(scope), audit_note_of(scope))
+            response = await enqueue_one(scoped, match.group(1), task, idempotency_key, trace)
         except Exception as exc:
             response = problem_for_exception(scope, exc)
         await response(scope, replay(body), send)

@@ -39,4 +39,4 @@ metrics_router = APIRouter(tags=["health"])
 @metrics_router.get("/metrics", summary="Prometheus metrics, merged over the workers of workly serve")
 async def metrics(service: ServiceDep) -> Response:
     # Under `workly serve --workers N` any worker answers, with the merged metrics of all of them.
-    return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(service.read_metrics().render(), media_type=CONTENT_TYPE)

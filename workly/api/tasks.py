@@ -14,7 +14,7 @@ from workly.api.trace import TraceHeaders
 from workly.errors import TaskNotFound
 from workly.media import is_json_type
 from workly.models import QUEUE_NAME, TaskStatus
-from workly.service import Service
+from workly.service.access import ScopedService
 from workly.trace_context import TraceContext
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
@@ -70,7 +70,7 @@ async def enqueue_task(
 
 
 async def enqueue_one(
-    service: Service, queue: str, task: TaskIn, idempotency_key: str | None, trace: TraceContext | None
+    service: ScopedService, queue: str, task: TaskIn, idempotency_key: str | None, trace: TraceContext | None
 ) -> JSONResponse:
     """Enqueue one validated task: 201 with the task, or 200 with the one its key matched."""
     [stored] = await service.tasks.enqueue([task.new_task(queue, service.now(), idempotency_key, trace)])
@@ -115,7 +115,7 @@ async def list_all_tasks(
 
 
 async def _task_page(
-    service: Service, queue: str | None, status: TaskStatus | None, limit: int, cursor: str | None
+    service: ScopedService, queue: str | None, status: TaskStatus | None, limit: int, cursor: str | None
 ) -> JSONResponse:
     before = None
     if cursor is not None:

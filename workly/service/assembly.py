@@ -20,17 +20,21 @@ from workly.dispatch.http import HttpClient, client_tls
 from workly.errors import ConfigError
 from workly.metrics import Metrics
 from workly.models import AttemptResult, RecordSummary
+from workly.service.audit import AuditUseCases
 from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.callbacks import CallbackSender
 from workly.service.delivery_history import DeliveryHistory
 from workly.service.enqueuer import Enqueuer
+from workly.service.keys import KeyUseCases
 from workly.service.operation_runner import OperationRunner
 from workly.service.own_events import OwnEvents
 from workly.service.queues import QueueUseCases
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
 from workly.service.tasks import TaskUseCases
+from workly.service.tenants import TenantUseCases
 from workly.service.upkeep import Maintainer, Upkeep
+from workly.service.upkeep.audit_pruning import AuditPruning
 from workly.service.upkeep.breaker_probes import BreakerProbes
 from workly.service.upkeep.count_fold import CountFold
 from workly.service.upkeep.history_writes import HistoryPruning, HistoryWrites
@@ -95,6 +99,9 @@ class Parts:
     webhooks: WebhookUseCases
     operations: BulkOperationUseCases
     schedules: ScheduleUseCases
+    tenants: TenantUseCases
+    keys: KeyUseCases
+    audit: AuditUseCases
 
 
 def assemble(
@@ -166,6 +173,9 @@ def assemble(
         schedules=ScheduleUseCases(
             storage.schedules, clock, metrics, work_available, wake_scheduler, max_body_bytes=limit
         ),
+        tenants=TenantUseCases(storage.tenants, clock),
+        keys=KeyUseCases(storage.keys, clock),
+        audit=AuditUseCases(storage.audit),
     )
 
 
@@ -195,5 +205,6 @@ def maintainers(
         IndexRebuilds(upkeep, metrics, every=settings.reindex_interval),
         HistoryWrites(history),
         HistoryPruning(history),
-        Vacuum(upkeep, storage.database, settings.vacuum_interval),
+        AuditPruning(storage.audit, clock, settings.audit_retention),
+        Vacuum(upkeep, storage.database, settings.vacuum_interval),  # last: tests replace it
     ]

@@ -19,23 +19,28 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
+from workly.access import Principal
 from workly.clock import Clock, SystemClock
 from workly.config import Settings
 from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
 from workly.errors import ConfigError, ServiceNotRunning, StorageError
 from workly.metrics import Metrics
+from workly.service.access import AuditNote, ScopedService
 from workly.service.assembly import Parts, assemble, open_configured_storage, outbound_client
+from workly.service.audit import AuditUseCases
 from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.delivery_history import DeliveryHistory
+from workly.service.keys import KeyUseCases
 from workly.service.queues import QueueUseCases
+from workly.service.readiness import Readiness
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
 from workly.service.tasks import TaskUseCases
+from workly.service.tenants import TenantUseCases
 from workly.service.webhooks import WebhookUseCases
 from workly.signing import Signer
 from workly.storage.contract import Storage
@@ -65,14 +70,6 @@ async def _migrate(storage: Storage, settings: Settings) -> list[int]:
     applied = await storage.database.migrate()
     await storage.database.set_sql_limits(settings.max_body_bytes)
     return applied
-
-
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """What /health/ready reports."""
-
-    database_error: str | None  # None: the database answered
-    dispatcher: str  # "ok", "down", "disabled" (an API-only process), "unknown" (no database)
 
 
 class Service:
@@ -275,6 +272,23 @@ class Service:
     @property
     def schedules(self) -> ScheduleUseCases:
         return self._started().schedules
+
+    @property
+    def tenants(self) -> TenantUseCases:
+        return self._started().tenants
+
+    @property
+    def keys(self) -> KeyUseCases:
+        return self._started().keys
+
+    @property
+    def audit(self) -> AuditUseCases:
+        return self._started().audit
+
+    def scoped(self, principal: Principal, note: AuditNote | None = None) -> ScopedService:
+        """The use cases as ``principal`` may call them (workly/service/access): what every
+        adapter calls, so that access is decided in one place."""
+        return ScopedService(self, principal, note)
 
 
 def _nobody() -> None:

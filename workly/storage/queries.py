@@ -1,8 +1,9 @@
 """Named SQL blocks, per dialect (``<dialect>/sql/core.sql`` for tasks, queues, claims and
 migrations, ``webhooks.sql`` for the webhook platform, ``operations.sql`` for bulk
 operations and callbacks, ``schedules.sql`` for schedules, ``stats.sql`` for the counts
-and charts; the same file names and query names in ``postgres/`` and ``sqlite/``), loaded
-once, looked up by typed names and bound by parameter name.
+and charts, ``access.sql`` for tenants, API keys and the audit log; the same file names
+and query names in ``postgres/`` and ``sqlite/``), loaded once, looked up by typed names
+and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
 Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
@@ -178,6 +179,23 @@ class CommonQueries:
     delivery_minutes_of_scope: Query
     prune_delivery_minutes: Query
     delete_queue_minutes: Query
+    # Tenants, API keys and the audit log (<dialect>/sql/access.sql).
+    ensure_tenant: Query
+    put_tenant: Query
+    update_tenant: Query
+    get_tenant: Query
+    lock_tenant: Query
+    count_tenant_endpoints: Query
+    list_tenants: Query
+    insert_key: Query
+    get_key: Query
+    key_by_digest: Query
+    list_keys: Query
+    revoke_key: Query
+    touch_key: Query
+    insert_audit: Query
+    list_audit: Query
+    prune_audit: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +260,7 @@ class SqliteQueries(CommonQueries):
 
 Q = TypeVar("Q", bound=CommonQueries)
 # Each dialect's queries come in files by concern: <dialect>/sql/<part>.sql.
-_PARTS = ("core", "webhooks", "operations", "schedules", "stats")
+_PARTS = ("core", "webhooks", "operations", "schedules", "stats", "access")
 
 
 def parse_blocks(text: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from workly.errors import NotFoundError
 from workly.models import is_queue_name
 from workly.operations import CHANGES_FROM, Operation, TaskFilter
-from workly.service import Service
+from workly.service.access import ScopedService
 from workly.ui.access import require_same_origin
 from workly.ui.rendering import PAGE_SIZE, back, could_be_id, error, older_link, page_start, render
 from workly.web import representation as rep
@@ -111,7 +111,7 @@ async def retry_failed_of_endpoint(request: Request, endpoint_id: str, service: 
     return await _retry_failed(service, TaskFilter(endpoint_id=endpoint.id, status="failed"))
 
 
-async def _retry_failed(service: Service, task_filter: TaskFilter) -> Response:
+async def _retry_failed(service: ScopedService, task_filter: TaskFilter) -> Response:
     operation = await service.operations.create_operation("retry", task_filter)
     # Where to: a path made here from the new id, never one the request names.
     return back(f"/ui/operations/{operation.id}", "started")

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from workly.errors import ConflictError, NotFoundError
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
-from workly.service import Service
+from workly.service.access import ScopedService
 from workly.ui import operation_pages, schedule_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
@@ -166,7 +166,7 @@ async def cancel(request: Request, task_id: str, service: ServiceDep) -> Respons
     return await _change_task(request, service, task_id, "canceled")
 
 
-async def _change_task(request: Request, service: Service, task_id: str, done: str) -> Response:
+async def _change_task(request: Request, service: ScopedService, task_id: str, done: str) -> Response:
     if not could_be_id(task_id):
         return error(request, 404, "There is no such task.")
     change = service.tasks.retry_task if done == "retried" else service.tasks.cancel_task
@@ -191,7 +191,7 @@ async def resume(request: Request, queue: str, service: ServiceDep, to: str | No
 
 
 async def _set_paused(
-    request: Request, service: Service, queue: str, paused: bool, to_queue: bool
+    request: Request, service: ScopedService, queue: str, paused: bool, to_queue: bool
 ) -> Response:
     if not is_queue_name(queue):
         return error(request, 404, "There is no such queue.")

@@ -23,7 +23,7 @@ from workly.body import parse_json
 from workly.errors import NotFoundError
 from workly.media import is_json_type
 from workly.models import TASK_STATUSES, TaskStatus
-from workly.service import Service
+from workly.service.access import ScopedService
 from workly.ui.access import require_same_origin
 from workly.ui.charts import charts_for
 from workly.ui.rendering import PAGE_SIZE, back, could_be_id, error, link, older_link, page_start, render
@@ -113,7 +113,7 @@ async def disable(request: Request, endpoint_id: str, service: ServiceDep, to: s
 
 
 async def _set_enabled(
-    request: Request, service: Service, endpoint_id: str, enabled: bool, to_list: bool
+    request: Request, service: ScopedService, endpoint_id: str, enabled: bool, to_list: bool
 ) -> Response:
     if not could_be_id(endpoint_id):
         return error(request, 404, "There is no such endpoint.")

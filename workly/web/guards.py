@@ -16,7 +16,10 @@ from urllib.parse import quote
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from workly.access import ANONYMOUS, BOOTSTRAP, Principal
+from workly.errors import StorageUnavailable
 from workly.web.auth_failures import AuthFailures
+from workly.web.principals import KeyLookup, bearer_of, key_principal, set_principal, unavailable
 from workly.web.problems import problem
 from workly.web.request_body import BodyTooLarge, read_body, replay
 from workly.web.tokens import TokenSet
@@ -30,7 +33,9 @@ LOGIN_FORM_BYTES = 8192
 
 
 class BearerTokens:
-    """Every request but those to ``public_paths`` needs ``Authorization: Bearer <token>``.
+    """Every request but those to ``public_paths`` needs ``Authorization: Bearer <credential>``:
+    one of WORKLY_API_TOKENS (an untenanted admin) or an API key (``keys`` looks it up); the
+    request's principal is put in its scope (workly/web/principals.py).
 
     Browsers cannot send one, so the dashboard (/ui) and the API reference (/docs,
     /openapi.json) also open with the dashboard's session cookie (workly/web/tokens.py); a
@@ -45,14 +50,19 @@ class BearerTokens:
         public_paths: tuple[str, ...],
         clock: Callable[[], float] = time.time,
         failures: AuthFailures | None = None,
+        keys: KeyLookup | None = None,
     ) -> None:
         self._app = app
         self._tokens = tokens
         self._public = (*public_paths, *DASHBOARD_PUBLIC)
         self._clock = clock
         self._failures = failures or AuthFailures()
+        self._keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._app(scope, receive, send)
+            return
         if scope["type"] == "http":
             wait = self._failures.blocked_for(_client_address(scope))
             if wait:
@@ -63,7 +73,15 @@ class BearerTokens:
             detail = f"A login form is at most {LOGIN_FORM_BYTES:,} bytes, with its Content-Length."
             await problem(413, detail, "too-large", limit=LOGIN_FORM_BYTES)(scope, receive, send)
             return
-        if scope["type"] == "lifespan" or self._allowed(scope):
+        try:
+            principal = await self._principal(scope)
+        except StorageUnavailable:
+            await unavailable(scope, receive, send)
+            return
+        if principal is None and self._open(scope):
+            principal = ANONYMOUS
+        if principal is not None:
+            set_principal(scope, principal)
             await self._app(scope, receive, send)
             return
         if scope["type"] != "http":  # a websocket (none is served): closed, policy violation
@@ -76,20 +94,32 @@ class BearerTokens:
             await RedirectResponse(f"/ui/login?next={after}", status_code=303)(scope, receive, send)
             return
         self._failures.failed(_client_address(scope))
-        response = problem(401, "Send a valid API token: Authorization: Bearer <token>.", "unauthorized")
+        response = problem(401, "Send a valid API key or token: Authorization: Bearer <key>.", "unauthorized")
         response.headers["www-authenticate"] = 'Bearer realm="workly"'
         await response(scope, receive, send)
 
-    def _allowed(self, scope: Scope) -> bool:
+    def _open(self, scope: Scope) -> bool:
+        """A route anyone may reach (as nobody: it calls no use case)."""
         path = scope["path"]
         if path == "/" and scope["method"] in ("GET", "HEAD"):
             return True  # it only points to /ui, which asks for a token or a session itself
-        if _is_under(path, self._public) or self._tokens.authorizes(scope["headers"]):
-            return True
+        return _is_under(path, self._public)
+
+    async def _principal(self, scope: Scope) -> Principal | None:
+        """Who sent the request: a token's or a key's bearer, or (for the dashboard and the
+        API reference only) the dashboard's session; None: nobody known."""
+        offered = bearer_of(scope["headers"])
+        if offered is not None:
+            if self._tokens.matches(offered):
+                return BOOTSTRAP
+            if self._keys is not None:
+                return await key_principal(self._keys, offered)
+            return None
+        path = scope["path"]
         if not (_is_under(path, ("/ui", REFERENCE_ASSETS)) or path in REFERENCE_PATHS):
-            return False
+            return None
         cookie = session_cookie(scope["headers"])
-        return cookie is not None and self._tokens.is_session(cookie, self._clock())
+        return BOOTSTRAP if cookie is not None and self._tokens.is_session(cookie, self._clock()) else None
 
 
 def _client_address(scope: Scope) -> str:

@@ -21,6 +21,7 @@ from workly.errors import (
     InvalidQueueConfig,
     InvalidSchedule,
     NotFoundError,
+    PermissionDenied,
     ReservedName,
     StorageConflict,
     StorageFull,
@@ -36,6 +37,7 @@ MEDIA_TYPE = "application/problem+json"
 _TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
@@ -49,6 +51,7 @@ _TITLES = {
 _SLUGS = {
     400: "bad-request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not-found",
     405: "method-not-allowed",
     409: "conflict",
@@ -136,6 +139,11 @@ def _reserved(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "reserved-name")
 
 
+def _forbidden(exc: Exception, where: str) -> ProblemResponse:
+    assert isinstance(exc, PermissionDenied)
+    return problem(403, str(exc), "forbidden", role=exc.role, lacks=exc.lacks)
+
+
 def _too_large(exc: Exception, where: str) -> ProblemResponse:
     return problem(413, str(exc), "too-large")
 
@@ -170,6 +178,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((InvalidSchedule,), _invalid_schedule),
     ((ReservedName,), _reserved),
     ((TooLarge,), _too_large),
+    ((PermissionDenied,), _forbidden),
     ((StorageFull,), _full),
     ((StorageUnavailable,), _unavailable),
     ((Exception,), _unexpected),

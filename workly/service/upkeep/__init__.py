@@ -12,6 +12,7 @@ assembly.py, chooses which run and how often from the settings). They are:
 - count_fold.py: folds PostgreSQL's appended task counts into one row per queue and status;
 - index_rebuilds.py: rebuilds PostgreSQL indexes grown far past their entries;
 - history_writes.py: the dashboard's delivery counts, written and pruned;
+- audit_pruning.py: audit log entries older than WORKLY_AUDIT_RETENTION go;
 - vacuum.py: vacuums Workly's tables where the server does not.
 """
 

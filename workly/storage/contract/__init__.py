@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from workly.storage.contract.access import AuditStore, KeyStore, TenantChange, TenantStore
 from workly.storage.contract.database import Database
 from workly.storage.contract.dispatch import DispatchStore
 from workly.storage.contract.history import HistoryStore
@@ -30,12 +31,14 @@ from workly.storage.contract.upkeep import UpkeepStore
 from workly.storage.contract.webhooks import EndpointChange, WebhookStore
 
 __all__ = [
+    "AuditStore",
     "CallbackStore",
     "Database",
     "DispatchStore",
     "EndpointChange",
     "FiringPlan",
     "HistoryStore",
+    "KeyStore",
     "Notifier",
     "OperationStore",
     "QueueStore",
@@ -43,6 +46,8 @@ __all__ = [
     "ScheduleStore",
     "Storage",
     "TaskStore",
+    "TenantChange",
+    "TenantStore",
     "UpkeepStore",
     "WebhookStore",
 ]
@@ -86,6 +91,15 @@ class Storage(Protocol):
 
     @property
     def history(self) -> HistoryStore: ...
+
+    @property
+    def tenants(self) -> TenantStore: ...
+
+    @property
+    def keys(self) -> KeyStore: ...
+
+    @property
+    def audit(self) -> AuditStore: ...
 
     async def close(self) -> None:
         """Close every connection (and the notifier's listener)."""

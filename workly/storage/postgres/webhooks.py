@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from workly.breaker import HELD_UNTIL
-from workly.errors import EndpointNotFound
+from workly.errors import EndpointNotFound, TooManyEndpoints
 from workly.json_text import to_json
 from workly.storage import rows, webhook_rows
 from workly.storage.contract import EndpointChange
@@ -43,6 +43,8 @@ class PostgresWebhooks:
         q = self._q
         async with self._pool.acquire() as conn:
             async with conn.transaction():
+                if spec.tenant is not None:
+                    await _take_tenant_slot(conn, q, spec.tenant, now)
                 # A queue of that name may exist only if it is this endpoint's: ids are new.
                 await execute(conn, q.put_queue, **rows.config_params(endpoint_id, spec.delivery, now))
                 await execute(conn, q.insert_endpoint, **_endpoint_params(endpoint_id, spec, now))
@@ -74,6 +76,8 @@ class PostgresWebhooks:
                 await execute(conn, q.get_queue_for_update, name=endpoint_id)  # as update_queue locks
                 current = await self._read_endpoint(conn, endpoint_id)
                 spec = change(current.spec)
+                if spec.tenant is not None and spec.tenant != current.spec.tenant:
+                    await _take_tenant_slot(conn, q, spec.tenant, now)
                 await execute(conn, q.update_endpoint, **_endpoint_params(endpoint_id, spec, now))
                 delivery = replace(spec.delivery, paused=not current.enabled)
                 await execute(conn, q.update_queue, **rows.config_params(endpoint_id, delivery, now))
@@ -136,6 +140,18 @@ class PostgresWebhooks:
             found = await fetch(conn, self._q.list_events, **page, type=event_type, tenant=tenant)
             shown, next_seq = rows.page(found, limit)
             return await read_events(conn, self._q, shown), next_seq
+
+
+async def _take_tenant_slot(conn: Connection, q: PostgresQueries, tenant: str, now: datetime) -> None:
+    """Make the tenant's row if it has none, and hold it until the endpoint is stored: two
+    creations cannot both pass its ``max_endpoints``. TooManyEndpoints when it is full."""
+    await execute(conn, q.ensure_tenant, tenant=tenant, now=now)
+    limit = (await fetchrow(conn, q.lock_tenant, tenant=tenant))["max_endpoints"]
+    if (
+        limit is not None
+        and (await fetchrow(conn, q.count_tenant_endpoints, tenant=tenant))["endpoints"] >= limit
+    ):
+        raise TooManyEndpoints(tenant, limit)
 
 
 async def publish_on(

@@ -15,6 +15,7 @@ from pathlib import Path
 from workly.database_url import sqlite_path
 from workly.errors import ConfigError
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
+from workly.storage.sqlite.access import SqliteAudit, SqliteKeys, SqliteTenants
 from workly.storage.sqlite.database import SqliteDatabase, SqliteNotifier
 from workly.storage.sqlite.dispatch import SqliteDispatch
 from workly.storage.sqlite.history import SqliteHistory
@@ -58,6 +59,9 @@ class SqliteStorage:
         self.schedules = SqliteSchedules(db)
         self.upkeep = SqliteUpkeep(db)
         self.history = SqliteHistory(db)
+        self.tenants = SqliteTenants(db)
+        self.keys = SqliteKeys(db)
+        self.audit = SqliteAudit(db)
 
     @classmethod
     async def open(

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from workly.errors import EndpointNotFound
+from workly.errors import EndpointNotFound, TooManyEndpoints
 from workly.json_text import from_json, to_json
 from workly.storage import rows, webhook_rows
 from workly.storage.contract import EndpointChange
@@ -108,10 +108,26 @@ def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now_us: int) -> dict[
 
 
 def _create_endpoint(db: Db, endpoint_id: str, spec: EndpointSpec, now_us: int) -> Endpoint:
+    if spec.tenant is not None:
+        _take_tenant_slot(db, spec.tenant, now_us)
     execute(db, _q().put_queue, rows.config_params(endpoint_id, spec.delivery, now_us))
     execute(db, _q().insert_endpoint, _endpoint_params(endpoint_id, spec, now_us))
     execute(db, _q().insert_breakers, {"keys": to_json([endpoint_id])})
     return _read_endpoint(db, endpoint_id)
+
+
+def _take_tenant_slot(db: Db, tenant: str, now_us: int) -> None:
+    """Make the tenant's row if it has none; TooManyEndpoints when it has its
+    ``max_endpoints`` already (one writer: nothing comes in between)."""
+    execute(db, _q().ensure_tenant, {"tenant": tenant, "now": now_us})
+    row = fetchone(db, _q().lock_tenant, {"tenant": tenant})
+    assert row is not None, "made above"
+    limit = row["max_endpoints"]
+    if (
+        limit is not None
+        and fetchall(db, _q().count_tenant_endpoints, {"tenant": tenant})[0]["endpoints"] >= limit
+    ):
+        raise TooManyEndpoints(tenant, limit)
 
 
 def _get_endpoint(db: Db, endpoint_id: str) -> Endpoint | None:
@@ -145,6 +161,8 @@ def _list_endpoints(
 def _update_endpoint(db: Db, endpoint_id: str, change: EndpointChange, now_us: int) -> Endpoint:
     current = _read_endpoint(db, endpoint_id)
     spec = change(current.spec)
+    if spec.tenant is not None and spec.tenant != current.spec.tenant:
+        _take_tenant_slot(db, spec.tenant, now_us)
     execute(db, _q().update_endpoint, _endpoint_params(endpoint_id, spec, now_us))
     delivery = replace(spec.delivery, paused=not current.enabled)
     execute(db, _q().update_queue, rows.config_params(endpoint_id, delivery, now_us))
@@ -220,6 +238,8 @@ def publish_on(
             original = fetchone(db, _q().get_event, {"id": event.id})
         assert original is not None
         return Published(_events(db, [original])[0], created=False)
+    if event.tenant is not None:  # a tenant named for the first time gets its row
+        execute(db, _q().ensure_tenant, {"tenant": event.tenant, "now": now_us})
     task_ids = [new_task_id() for _ in targets]
     execute_many(
         db,

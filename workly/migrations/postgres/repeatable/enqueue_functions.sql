@@ -1,4 +1,4 @@
--- revision: 2
+-- revision: 3
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -214,6 +214,10 @@ BEGIN
     IF event_id IS NULL THEN
         RAISE EXCEPTION 'idempotency key % is taken, and its event cannot be read', idempotency_key
             USING ERRCODE = '40001';
+    END IF;
+    IF tenant IS NOT NULL THEN  -- a tenant named for the first time gets its row (docs/tenants.md)
+        INSERT INTO @schema@.tenants (tenant, created_at, updated_at) VALUES (publish_event.tenant, now_, now_)
+        ON CONFLICT DO NOTHING;
     END IF;
 
     -- Subscribers (workly/webhooks.py's matches): no types given = every type but

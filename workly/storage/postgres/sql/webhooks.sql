@@ -66,8 +66,14 @@ ORDER BY seq;
 -- The event and its deliveries in one statement (so one transaction, one round trip):
 -- nothing is stored unless the event is, and an event whose idempotency key (or id) is
 -- taken stores nothing (the caller then reads the original). A delivery to an endpoint
--- whose breaker is open is held, as enqueue_tasks holds.
-WITH event AS (
+-- whose breaker is open is held, as enqueue_tasks holds. A tenant named for the first
+-- time gets its row (docs/tenants.md).
+WITH tenant AS (
+    INSERT INTO tenants (tenant, created_at, updated_at)
+    SELECT :tenant, :now, :now WHERE :tenant::text IS NOT NULL
+    ON CONFLICT (tenant) DO NOTHING
+),
+event AS (
     INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
                         callback_url, failure_callback_url)
     VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type,

@@ -1,0 +1,48 @@
+"""Tenant routes: create or replace, change, read, list (docs/tenants.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+
+from workly.api.access_schemas import TenantIn, TenantPatchIn
+from workly.api.pages import Cursor, Limit, page
+from workly.errors import TenantNotFound
+from workly.web.access_representation import tenant_json
+from workly.web.dependencies import ServiceDep
+from workly.web.responses import JSONResponse
+
+router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+
+
+def _tenant(tenant: Annotated[str, Path(min_length=1, max_length=255)]) -> str:
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in tenant):  # no tenant holds one: a 404
+        raise TenantNotFound(tenant)
+    return tenant
+
+
+TenantPath = Annotated[str, Depends(_tenant)]
+
+
+@router.put("/{tenant}", summary="Create a tenant or replace its fields")
+async def put_tenant(tenant: TenantPath, body: TenantIn, service: ServiceDep) -> JSONResponse:
+    stored, created = await service.tenants.put_tenant(tenant, body.spec())
+    return JSONResponse(tenant_json(stored), status_code=201 if created else 200)
+
+
+@router.patch("/{tenant}", summary="Change some of a tenant's fields")
+async def patch_tenant(tenant: TenantPath, body: TenantPatchIn, service: ServiceDep) -> JSONResponse:
+    return JSONResponse(tenant_json(await service.tenants.update_tenant(tenant, body.changes())))
+
+
+@router.get("/{tenant}", summary="Get a tenant with its endpoint count")
+async def get_tenant(tenant: TenantPath, service: ServiceDep) -> JSONResponse:
+    return JSONResponse(tenant_json(await service.tenants.get_tenant(tenant)))
+
+
+@router.get("", summary="List tenants, newest first")
+async def list_tenants(service: ServiceDep, limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
+    return await page(
+        "tenants", cursor, lambda before: service.tenants.list_tenants(limit, before), tenant_json
+    )

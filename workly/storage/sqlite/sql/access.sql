@@ -1,0 +1,75 @@
+-- Tenants, API keys and the audit log for SQLite (workly/tenants.py, api_keys.py, audit.py).
+
+-- name: ensure_tenant
+-- A tenant named by an endpoint or an event gets its row on first use.
+INSERT INTO tenants (tenant, created_at, updated_at) VALUES (:tenant, :now, :now)
+ON CONFLICT (tenant) DO NOTHING;
+
+-- name: put_tenant
+INSERT INTO tenants (tenant, name, metadata, retention, max_endpoints, created_at, updated_at)
+VALUES (:tenant, :name, :metadata, :retention, :max_endpoints, :now, :now)
+ON CONFLICT (tenant) DO UPDATE
+SET name = excluded.name, metadata = excluded.metadata, retention = excluded.retention,
+    max_endpoints = excluded.max_endpoints, updated_at = excluded.updated_at;
+
+-- name: update_tenant
+UPDATE tenants
+SET name = :name, metadata = :metadata, retention = :retention, max_endpoints = :max_endpoints,
+    updated_at = :now
+WHERE tenant = :tenant;
+
+-- name: get_tenant
+SELECT t.*, (SELECT count(*) FROM endpoints e WHERE e.tenant = t.tenant) AS endpoints
+FROM tenants t WHERE t.tenant = :tenant;
+
+-- name: lock_tenant
+-- Read in the writing transaction before an endpoint is added (one writer: no lock needed).
+SELECT * FROM tenants WHERE tenant = :tenant;
+
+-- name: count_tenant_endpoints
+SELECT count(*) AS endpoints FROM endpoints WHERE tenant = :tenant;
+
+-- name: list_tenants
+SELECT t.*, (SELECT count(*) FROM endpoints e WHERE e.tenant = t.tenant) AS endpoints
+FROM tenants t WHERE t.seq < :before ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: insert_key
+INSERT INTO api_keys (id, digest, name, role, tenant, expires_at, created_at)
+VALUES (:id, :digest, :name, :role, :tenant, :expires_at, :now)
+RETURNING *;
+
+-- name: get_key
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: key_by_digest
+SELECT * FROM api_keys WHERE digest = :digest;
+
+-- name: list_keys
+SELECT * FROM api_keys WHERE seq < :before ORDER BY seq DESC LIMIT :limit;
+
+-- name: revoke_key
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, :now) WHERE id = :id RETURNING *;
+
+-- name: touch_key
+UPDATE api_keys SET last_used_at = :now WHERE id = :id AND (last_used_at IS NULL OR last_used_at < :now);
+
+-- name: insert_audit
+INSERT INTO audit_log (id, at, actor, actor_key, action, target, tenant, outcome, status, source_ip,
+                       user_agent, changes)
+VALUES (:id, :at, :actor, :actor_key, :action, :target, :tenant, :outcome, :status, :source_ip,
+        :user_agent, :changes);
+
+-- name: list_audit
+SELECT * FROM audit_log
+WHERE seq < :before
+  AND (:actor IS NULL OR actor_key = :actor)
+  AND (:action IS NULL OR action = :action)
+  AND (:tenant IS NULL OR tenant = :tenant)
+  AND (:since IS NULL OR at >= :since)
+  AND (:until IS NULL OR at < :until)
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: prune_audit
+DELETE FROM audit_log WHERE seq IN (
+    SELECT seq FROM audit_log WHERE at < :cutoff ORDER BY at LIMIT :limit
+) RETURNING seq;

@@ -1,0 +1,85 @@
+"""The audit trail: one audit log entry (workly/audit.py) per state-changing request and per
+request refused with 401 or 403, written before the answer leaves, so that a client that
+got its answer finds the entry.
+
+It wraps the guards: it sees their 401s, and the principal they found. What the request did
+(its action, target, tenant and redacted changes) is what the service's access layer noted
+in the request's ``AuditNote`` (workly/service/access); a request that never reached a use
+case (refused by a guard, or invalid) is recorded as its method and path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from workly.audit import AuditEntry, Outcome
+from workly.ids import new_id
+from workly.web.principals import audit_note_of, principal_of
+
+Record = Callable[[AuditEntry], Awaitable[None]]
+_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Recorded as the tasks and events they store, unless refused (DESIGN.md).
+_NOT_AUDITED = frozenset({"task.enqueue", "event.publish"})
+_AUDITED_PATHS = ("/v1/", "/ui/")
+# … and the same requests when they fail before reaching the service (an invalid body).
+_ENQUEUE_OR_PUBLISH = re.compile(r"/v1/queues/[^/]+/tasks(/batch)?|/v1/events")
+_SESSION_ACTIONS = {"/ui/login": "session.login", "/ui/logout": "session.logout"}
+_MAX_USER_AGENT = 256
+
+
+class AuditTrail:
+    def __init__(self, app: ASGIApp, record: Record, now: Callable[[], datetime]) -> None:
+        self._app = app
+        self._record = record
+        self._now = now
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        note = audit_note_of(scope)  # made before the app runs, so the service fills this one
+
+        async def send_after_recording(message: Message) -> None:
+            if message["type"] == "http.response.start" and _audited(scope, note.action, message["status"]):
+                await self._record(self._entry(scope, message["status"]))
+            await send(message)
+
+        await self._app(scope, receive, send_after_recording)
+
+    def _entry(self, scope: Scope, status: int) -> AuditEntry:
+        note = audit_note_of(scope)
+        principal = principal_of(scope)
+        client = scope.get("client")
+        user_agent = next((v for k, v in scope["headers"] if k == b"user-agent"), None)
+        return AuditEntry(
+            id=new_id("aud"),
+            at=self._now(),
+            actor=principal.actor(),
+            action=note.action or _SESSION_ACTIONS.get(scope["path"]) or f"{scope['method']} {scope['path']}",
+            target=note.target,
+            tenant=note.tenant,
+            outcome=_outcome(status),
+            status=status,
+            source_ip=str(client[0]) if client else None,
+            user_agent=None if user_agent is None else user_agent.decode("latin-1")[:_MAX_USER_AGENT],
+            changes=note.changes if status < 400 else {},
+        )
+
+
+def _audited(scope: Scope, action: str | None, status: int) -> bool:
+    if status in (401, 403):
+        return True
+    path = scope["path"]
+    if scope["method"] not in _CHANGING or not path.startswith(_AUDITED_PATHS):
+        return False
+    return action not in _NOT_AUDITED and not (action is None and _ENQUEUE_OR_PUBLISH.fullmatch(path))
+
+
+def _outcome(status: int) -> Outcome:
+    if status in (401, 403):
+        return "denied"
+    return "ok" if status < 400 else "error"
