@@ -4,7 +4,7 @@ A request is made by a ``Principal``: a bootstrap token (WORKLY_API_TOKENS, alwa
 untenanted admin), an API key stored in the database (a role and an optional tenant) or,
 later, a portal session. What a role may do is the table ``GRANTS``; which objects a
 tenant-scoped principal sees is decided by the service's access layer
-(workly/service/access.py), the one place every adapter's call passes through.
+(the package workly/service/access), the one place every adapter's call passes through.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ class Principal:
         return self.type != "anonymous" and permission in GRANTS[self.role]
 
     def actor(self) -> dict[str, str | None]:
-        """As the audit log records it."""
+        """As the audit log records it (nobody has no role and no tenant)."""
+        if self.type == "anonymous":
+            return {"type": "anonymous", "key_id": None, "name": None, "role": None, "tenant": None}
         return {"type": self.type, "key_id": self.key_id, "name": self.name, "role": self.role,
                 "tenant": self.tenant}  # fmt: skip
 

@@ -93,8 +93,8 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     app.include_router(reference.router)
     app.add_api_route("/", _to_the_dashboard, methods=["GET"], include_in_schema=False)
     tokens = TokenSet(settings.tokens())
-    # One count of failed authentications per app: the guard's 401s and the login form's.
-    failures = app.state.auth_failures = AuthFailures()
+    # One count of failed authentications per app: every 401, the login form's too.
+    failures = AuthFailures()
     install_dashboard(app, tokens)
     if tokens:
         _declare_bearer_auth(app)
@@ -147,14 +147,14 @@ def _guarded(app: ASGIApp, service: Service, tokens: TokenSet, failures: AuthFai
             )
 
     def trail(guarded: ASGIApp) -> ASGIApp:
-        return AnswerHeaders(AuditTrail(guarded, record, service.now))
+        return AnswerHeaders(AuditTrail(guarded, record, service.now, failures))
 
     if not tokens:
         return trail(LocalHostsOnly(SameOriginWrites(OpenAccess(limited, look_up_key))))
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )
-    return trail(SameOriginWrites(BearerTokens(limited, tokens, public, failures=failures, keys=look_up_key)))
+    return trail(SameOriginWrites(BearerTokens(limited, tokens, public, keys=look_up_key)))
 
 
 def http_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:

@@ -45,13 +45,16 @@ class AuditFilter:
 
 
 def redacted(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """``changes`` as the audit log may keep them."""
+    """``changes`` as the audit log may keep them: secrets, bodies and header values replaced,
+    and a URL without its query (``?token=…`` is a common way to pass a credential)."""
     kept: dict[str, Any] = {}
     for name, value in changes.items():
         if name in _SECRET_FIELDS and value is not None:
             kept[name] = REDACTED
         elif name in _HEADER_FIELDS and isinstance(value, Mapping):
             kept[name] = {header: REDACTED for header in value}
+        elif (name == "url" or name.endswith("_url")) and isinstance(value, str) and "?" in value:
+            kept[name] = value.split("?", 1)[0] + "?" + REDACTED
         else:
             kept[name] = value
     return kept

@@ -15,6 +15,7 @@ WorklyError
 │   ├── TaskStateConflict
 │   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
 │   ├── TooManyEndpoints   a tenant's max_endpoints is reached
+│   ├── EndpointInUse      an endpoint with deliveries is given to another tenant
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 │   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
@@ -140,6 +141,15 @@ class TooManyEndpoints(ConflictError):
         )
         self.tenant = tenant
         self.limit = limit
+
+
+class EndpointInUse(ConflictError):
+    def __init__(self, endpoint_id: str) -> None:
+        super().__init__(
+            f"endpoint {endpoint_id!r} has deliveries: its tenant cannot change (they are its tenant's "
+            "events'); create an endpoint for the other tenant instead"
+        )
+        self.endpoint_id = endpoint_id
 
 
 class InvalidQueueConfig(WorklyError):

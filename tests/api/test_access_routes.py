@@ -13,6 +13,7 @@ import pytest
 from tests.api.conftest import HOOK, assert_problem
 from tests.support.clock import VirtualClock
 from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, in_process
+from workly.audit import AuditFilter
 from workly.config import Settings
 from workly.service import Service
 
@@ -207,3 +208,70 @@ async def test_the_audit_log_records_changes_and_refusals_without_secrets(admin:
     assert entries[1]["actor"]["role"] == "reader" and entries[1]["actor"]["key_id"].startswith("key_")
     denied = (await admin.http.get("/v1/audit", params={"action": "endpoint.delete"})).json()["entries"]
     assert len(denied) == 1
+
+
+async def test_a_tenant_key_cannot_move_an_endpoint_out_of_its_tenant(admin: Admin) -> None:
+    """Even a tenant whose name reads like "none" (review finding: a sentinel string)."""
+    for tenant in ("acme", "no tenant"):
+        key = bearer(await admin.key("admin", tenant))
+        made = await admin.http.post("/v1/endpoints", json={"url": HOOK}, headers=key)
+        endpoint_id = made.json()["id"]
+        for new in (None, "globex", "no tenant" if tenant == "acme" else "acme"):
+            moved = await admin.http.patch(f"/v1/endpoints/{endpoint_id}", json={"tenant": new}, headers=key)
+            assert_problem(moved, 403, "forbidden")
+        assert (await admin.http.get(f"/v1/endpoints/{endpoint_id}")).json()["tenant"] == tenant
+
+
+async def test_audit_entries_name_the_tenant_of_what_changed_and_redact_urls(admin: Admin) -> None:
+    endpoint = await admin.endpoint("acme", url=HOOK + "?token=s3cret")
+    await admin.http.post(f"/v1/endpoints/{endpoint['id']}/disable")
+    acme_key = bearer(await admin.key("admin", "acme"))
+    await admin.http.post("/v1/endpoints", json={"url": HOOK}, headers=acme_key)
+    entries = (await admin.http.get("/v1/audit", params={"tenant": "acme"})).json()["entries"]
+    assert [e["action"] for e in entries] == ["endpoint.create", "endpoint.disable", "endpoint.create"]
+    assert entries[0]["changes"]["tenant"] == "acme"  # the tenant it was given, not the body's null
+    assert "s3cret" not in str(entries) and entries[-1]["changes"]["url"] == HOOK + "?[redacted]"
+
+
+async def test_refusals_of_callers_without_a_credential_are_limited_and_kept_short(admin: Admin) -> None:
+    anonymous = {"authorization": ""}
+    long_path = "/v1/" + "A" * 20_000
+    for _ in range(20):
+        assert (await admin.http.post(long_path, headers=anonymous)).status_code == 401
+    limited = await admin.http.post(long_path, headers=anonymous)
+    assert_problem(limited, 429, "too-many-failures")
+    # This address is blocked now, a valid token's requests too: read beneath the API.
+    entries, _ = await admin.service.audit.list_audit(AuditFilter(), 100, None)
+    refusals = [e for e in entries if e.status == 401]
+    assert len(refusals) == 20  # the 429s are not recorded
+    assert all(len(e.action) <= 256 for e in refusals)
+    assert refusals[0].actor == {
+        "type": "anonymous",
+        "key_id": None,
+        "name": None,
+        "role": None,
+        "tenant": None,
+    }
+
+
+async def test_control_characters_in_an_audited_path_are_kept_escaped(admin: Admin) -> None:
+    refused = await admin.http.get("/v1/keys%00%0aforged", headers=bearer("wk_" + "x" * 43))
+    assert_problem(refused, 401)
+    [entry] = (await admin.http.get("/v1/audit")).json()["entries"]
+    assert entry["action"] == "GET /v1/keys\\x00\\x0aforged"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"since": "0001-01-01T00:00:00+01:00"}, {"until": "9999-12-31T23:59:59-01:00"}, {"since": "2030-01-01"}],
+)
+async def test_an_audit_time_out_of_range_is_refused(admin: Admin, params: dict[str, str]) -> None:
+    assert_problem(await admin.http.get("/v1/audit", params=params), 422)
+
+
+async def test_a_key_that_expired_already_is_refused(admin: Admin) -> None:
+    made = await admin.http.post(
+        "/v1/keys", json={"name": "x", "role": "admin", "expires_at": "2020-01-01T00:00:00Z"}
+    )
+    assert_problem(made, 422)
+    assert (await admin.http.get("/v1/keys")).json()["keys"] == []

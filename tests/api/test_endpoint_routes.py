@@ -480,9 +480,14 @@ async def test_patch_of_the_subscription_changes_which_events_arrive(api: Api) -
     assert (await publish(api, "invoice.paid"))["deliveries"] == []
     await patch(api, endpoint["id"], {"event_types": ["invoice.paid"]})
     assert [d["endpoint_id"] for d in (await publish(api, "invoice.paid"))["deliveries"]] == [endpoint["id"]]
-    await patch(api, endpoint["id"], {"tenant": "acme"})
-    assert (await publish(api, "invoice.paid"))["deliveries"] == []
-    assert len((await publish(api, "invoice.paid", tenant="acme"))["deliveries"]) == 1
+    # Its deliveries are its tenant's events': with one, its tenant stays.
+    used = await api.http.patch(f"/v1/endpoints/{endpoint['id']}", json={"tenant": "acme"})
+    assert_problem(used, 409, "conflict")
+    unused = await create(api, event_types=["invoice.paid"])
+    await patch(api, unused["id"], {"tenant": "acme"})
+    assert [d["endpoint_id"] for d in (await publish(api, "invoice.paid"))["deliveries"]] == [endpoint["id"]]
+    acme = (await publish(api, "invoice.paid", tenant="acme"))["deliveries"]
+    assert [d["endpoint_id"] for d in acme] == [unused["id"]]
 
 
 PATCH_REFUSED: dict[str, tuple[dict[str, Any], str]] = {

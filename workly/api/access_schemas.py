@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from workly.access import Role
-from workly.api.schemas import ShortText, _Strict
+from workly.api.schemas import ShortText, _Strict, check_run_at
 from workly.api_keys import ApiKeySpec
 from workly.tenants import MAX_METADATA, TenantSpec, check_metadata
 
@@ -55,15 +55,11 @@ class KeyIn(_Strict):
 
     @field_validator("expires_at")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("expires_at needs a UTC offset (RFC 3339), e.g. 2030-01-01T00:00:00Z")
-        try:
-            return value.astimezone(UTC)
-        except OverflowError:
-            raise ValueError("expires_at is out of range") from None
+    def _ahead(cls, value: datetime | None) -> datetime | None:
+        expires = check_run_at(value, "expires_at")
+        if expires is not None and expires <= datetime.now(UTC):
+            raise ValueError("expires_at is in the past: such a key could never be used")
+        return expires
 
     def spec(self) -> ApiKeySpec:
         return ApiKeySpec(self.name, self.role, self.tenant, self.expires_at)

@@ -146,6 +146,7 @@ class CommonQueries:
     free_stranded: Query
     prune_events: Query
     publish_targets_untenanted: Query
+    endpoint_has_tasks: Query
     # Bulk operations and callbacks (<dialect>/sql/operations.sql).
     insert_operation: Query
     get_operation: Query

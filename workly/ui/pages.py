@@ -43,7 +43,6 @@ from workly.ui.rendering import (
     render,
 )
 from workly.web import representation as rep
-from workly.web.auth_failures import AuthFailures
 from workly.web.dependencies import ServiceDep
 from workly.web.guards import SESSION_COOKIE
 from workly.web.tokens import SESSION_SECONDS, TokenSet
@@ -222,10 +221,7 @@ async def login(request: Request) -> Response:
     offered = (form.get("token") or [""])[0]
     after = safe_next(form.get("next", [""])[0])
     session = tokens_of(request).session_for(offered, now_of(request)) if offered else None
-    if session is None:
-        failures: AuthFailures | None = getattr(request.app.state, "auth_failures", None)
-        if failures is not None:  # a wrong token typed here counts as one sent to the API
-            failures.failed(request.client.host if request.client else "")
+    if session is None:  # a 401, counted as one the API answers (web/audit_trail.py)
         return render(request, "login.html", code=401, after=after, failed=True)
     response = RedirectResponse(after, status_code=303)
     response.set_cookie(

@@ -1,4 +1,5 @@
-"""Failed authentications per client address: after ``limit`` 401s within ``window`` seconds
+"""Failed authentications per client address: after ``limit`` 401s (and 403s to callers
+without a credential) within ``window`` seconds
 from one address, every request from it answers 429 for ``block`` seconds, a valid token's
 too (else an answer other than 429 would tell a guessed token apart). It slows a guesser to
 ``limit`` tries a minute per address; a token of 32 characters or more (`workly serve`
@@ -12,10 +13,15 @@ a proxy every client shares its address: put the limit in the proxy there.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from starlette.responses import Response
+
+from workly.web.problems import problem
 
 
 @dataclass
@@ -46,7 +52,7 @@ class AuthFailures:
         return 0.0 if known is None else max(0.0, known.blocked_until - self._clock())
 
     def failed(self, address: str) -> None:
-        """Count a 401 answered to ``address``; the ``limit``-th within the window blocks it."""
+        """Count a refusal answered to ``address``; the ``limit``-th within the window blocks it."""
         now = self._clock()
         known = self._addresses.pop(address, None) or _Address()
         self._addresses[address] = known  # the most recently seen last
@@ -58,3 +64,11 @@ class AuthFailures:
             known.failures.clear()
         while len(self._addresses) > self._max_addresses:
             self._addresses.popitem(last=False)
+
+
+def too_many_failures(wait: float) -> Response:
+    seconds = max(1, math.ceil(wait))
+    detail = f"Too many failed authentications from this address: retry in {seconds} s."
+    response = problem(429, detail, "too-many-failures", retry_after=seconds)
+    response.headers["retry-after"] = str(seconds)
+    return response

@@ -7,18 +7,16 @@ a body, and no body larger than the limit is ever held in memory whole.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import quote
 
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workly.access import ANONYMOUS, BOOTSTRAP, Principal
 from workly.errors import StorageUnavailable
-from workly.web.auth_failures import AuthFailures
 from workly.web.principals import KeyLookup, bearer_of, key_principal, set_principal, unavailable
 from workly.web.problems import problem
 from workly.web.request_body import BodyTooLarge, read_body, replay
@@ -49,25 +47,18 @@ class BearerTokens:
         tokens: TokenSet,
         public_paths: tuple[str, ...],
         clock: Callable[[], float] = time.time,
-        failures: AuthFailures | None = None,
         keys: KeyLookup | None = None,
     ) -> None:
         self._app = app
         self._tokens = tokens
         self._public = (*public_paths, *DASHBOARD_PUBLIC)
         self._clock = clock
-        self._failures = failures or AuthFailures()
         self._keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._app(scope, receive, send)
             return
-        if scope["type"] == "http":
-            wait = self._failures.blocked_for(_client_address(scope))
-            if wait:
-                await _too_many_failures(wait)(scope, receive, send)
-                return
         if scope["type"] == "http" and scope["path"] == "/ui/login" and _oversized_login(scope):
             # Anyone may post the login form: no more than a form's worth is read from them.
             detail = f"A login form is at most {LOGIN_FORM_BYTES:,} bytes, with its Content-Length."
@@ -93,7 +84,6 @@ class BearerTokens:
             after = quote(path + (f"?{query}" if query else ""), safe="")
             await RedirectResponse(f"/ui/login?next={after}", status_code=303)(scope, receive, send)
             return
-        self._failures.failed(_client_address(scope))
         response = problem(401, "Send a valid API key or token: Authorization: Bearer <key>.", "unauthorized")
         response.headers["www-authenticate"] = 'Bearer realm="workly"'
         await response(scope, receive, send)
@@ -120,19 +110,6 @@ class BearerTokens:
             return None
         cookie = session_cookie(scope["headers"])
         return BOOTSTRAP if cookie is not None and self._tokens.is_session(cookie, self._clock()) else None
-
-
-def _client_address(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else ""
-
-
-def _too_many_failures(wait: float) -> Response:
-    seconds = max(1, math.ceil(wait))
-    detail = f"Too many failed authentications from this address: retry in {seconds} s."
-    response = problem(429, detail, "too-many-failures", retry_after=seconds)
-    response.headers["retry-after"] = str(seconds)
-    return response
 
 
 def _oversized_login(scope: Scope) -> bool:

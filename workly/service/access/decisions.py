@@ -80,6 +80,14 @@ class Access:
             raise PermissionDenied(self.principal.role, "tenant", action, detail)
         return self.tenant
 
+    def keep_tenant(self, new: str | None, action: str) -> None:
+        """A change of an object's tenant: a tenant-scoped principal cannot move it to another
+        tenant, nor out of every tenant (403)."""
+        if self.tenant is not None and new != self.tenant:
+            whose = "no tenant" if new is None else f"tenant {new!r}"
+            detail = f"this key is scoped to tenant {self.tenant!r}: it cannot give an object to {whose}"
+            raise PermissionDenied(self.principal.role, "tenant", action, detail)
+
     def listed_tenant(self, asked: str | None) -> tuple[str | None, bool]:
         """The tenant filter of a list, and whether it can find anything: a tenant-scoped
         principal lists its own tenant's objects only."""

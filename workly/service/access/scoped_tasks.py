@@ -23,21 +23,20 @@ class ScopedTasks:
         self._webhooks = webhooks
         self._access = access
 
-    async def _scoped(self, task_id: str) -> str | None:
-        """For a tenant-scoped principal, the tenant of the task once it is seen to be a
-        delivery to one of its endpoints (else TaskNotFound, as for none)."""
-        tenant = self._access.tenant
-        if tenant is None:
+    async def _owner(self, task_id: str, changes: bool = False) -> str | None:
+        """The tenant of the task, once the principal is seen to see it: a delivery belongs to
+        its event's tenant, a plain task to none (so a tenant-scoped principal finds only its
+        events' deliveries; else TaskNotFound, as for none). Read for a tenant-scoped
+        principal, and for a change (its audit entry names the tenant)."""
+        if self._access.tenant is None and not changes:
             return None
         task = await self._tasks.get_task(task_id)
-        try:
-            owner = (
-                (await self._webhooks.get_endpoint(task.endpoint_id)).spec.tenant
-                if task.endpoint_id
-                else None
-            )
-        except NotFoundError:
-            owner = None
+        owner = None
+        if task.event_id is not None and task.endpoint_id is not None:
+            try:
+                owner = (await self._webhooks.get_event(task.event_id)).tenant
+            except NotFoundError:  # pruned meanwhile: then so is the task, or nearly
+                owner = None
         self._access.see(owner, TaskNotFound(task_id))
         return owner
 
@@ -47,7 +46,7 @@ class ScopedTasks:
         return await self._tasks.enqueue(tasks)
 
     async def get_task(self, task_id: str) -> Task:
-        tenant = await self._scoped(task_id)
+        tenant = await self._owner(task_id)
         self._access.act("task.read", "read_messages", task_id, tenant)
         return await self._tasks.get_task(task_id)
 
@@ -59,17 +58,17 @@ class ScopedTasks:
         return await self._tasks.list_tasks(queue, status, limit, before_seq)
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
-        tenant = await self._scoped(task_id)
+        tenant = await self._owner(task_id)
         self._access.act("task.attempts", "read_messages", task_id, tenant)
         return await self._tasks.list_attempts(task_id)
 
     async def cancel_task(self, task_id: str) -> Task:
-        tenant = await self._scoped(task_id)
+        tenant = await self._owner(task_id, changes=True)
         self._access.act("task.cancel", "write", task_id, tenant)
         return await self._tasks.cancel_task(task_id)
 
     async def retry_task(self, task_id: str) -> Task:
-        tenant = await self._scoped(task_id)
+        tenant = await self._owner(task_id, changes=True)
         self._access.act("task.retry", "write", task_id, tenant)
         return await self._tasks.retry_task(task_id)
 

@@ -27,31 +27,27 @@ class ScopedWebhooks:
         self._webhooks = webhooks
         self._access = access
 
-    async def _endpoint(self, endpoint_id: str) -> Endpoint:
-        """The endpoint, if the principal sees it (else EndpointNotFound, as for none)."""
+    async def _owner(self, endpoint_id: str, changes: bool = False) -> str | None:
+        """The endpoint's tenant, once the principal is seen to see it (else EndpointNotFound,
+        as for none). Read for a tenant-scoped principal, and for a change (its audit entry
+        names the tenant); an untenanted principal's read decides on its role alone."""
+        if self._access.tenant is None and not changes:
+            return None
         endpoint = await self._webhooks.get_endpoint(endpoint_id)
         self._access.see(endpoint.spec.tenant, EndpointNotFound(endpoint_id))
-        return endpoint
-
-    async def _scoped(self, endpoint_id: str) -> str | None:
-        """For a tenant-scoped principal, the endpoint's tenant once it is seen to be its own;
-        for others nothing is read (the role is decided first, and a missing endpoint is the
-        use case's own 404)."""
-        if self._access.tenant is None:
-            return None
-        return (await self._endpoint(endpoint_id)).spec.tenant
+        return endpoint.spec.tenant
 
     # --- endpoints -----------------------------------------------------------------
     async def create_endpoint(self, spec: EndpointSpec) -> Endpoint:
         access = self._access
-        access.act("endpoint.create", "write", changes=spec_changes(spec))
         owned = replace(spec, tenant=access.owner(spec.tenant, "endpoint.create"))
+        access.act("endpoint.create", "write", tenant=owned.tenant, changes=spec_changes(owned))
         endpoint = await self._webhooks.create_endpoint(owned)
-        access.note.target, access.note.tenant = endpoint.id, endpoint.spec.tenant
+        access.note.target = endpoint.id
         return endpoint
 
     async def get_endpoint(self, endpoint_id: str) -> Endpoint:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id)
         self._access.act("endpoint.read", "read", endpoint_id, tenant)
         return await self._webhooks.get_endpoint(endpoint_id)
 
@@ -65,48 +61,47 @@ class ScopedWebhooks:
         return await self._webhooks.list_endpoints(listed, limit, before_seq)
 
     async def update_endpoint(self, endpoint_id: str, changes: Mapping[str, Any]) -> Endpoint:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id, changes=True)
         access = self._access
         access.act("endpoint.update", "write", endpoint_id, tenant, changes)
-        moved = "tenant" in changes and changes["tenant"] != access.tenant
-        if moved and access.tenant is not None:  # to another tenant, or to none: refused
-            access.owner(changes["tenant"] or "no tenant", "endpoint.update")
+        if "tenant" in changes:
+            access.keep_tenant(changes["tenant"], "endpoint.update")
         return await self._webhooks.update_endpoint(endpoint_id, changes)
 
     async def delete_endpoint(self, endpoint_id: str) -> None:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id, changes=True)
         self._access.act("endpoint.delete", "write", endpoint_id, tenant)
         await self._webhooks.delete_endpoint(endpoint_id)
 
     async def endpoint_public_keys(self, endpoint_id: str) -> list[str]:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id)
         self._access.act("endpoint.public_key", "read", endpoint_id, tenant)
         return await self._webhooks.endpoint_public_keys(endpoint_id)
 
     async def endpoint_secret(self, endpoint_id: str) -> str:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id)
         self._access.act("endpoint.secret", "read_secret", endpoint_id, tenant)
         return await self._webhooks.endpoint_secret(endpoint_id)
 
     async def enable_endpoint(self, endpoint_id: str) -> Endpoint:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id, changes=True)
         self._access.act("endpoint.enable", "write", endpoint_id, tenant)
         return await self._webhooks.enable_endpoint(endpoint_id)
 
     async def disable_endpoint(self, endpoint_id: str) -> Endpoint:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id, changes=True)
         self._access.act("endpoint.disable", "write", endpoint_id, tenant)
         return await self._webhooks.disable_endpoint(endpoint_id)
 
     async def recover_endpoint(self, endpoint_id: str, since: datetime) -> int:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id, changes=True)
         self._access.act("endpoint.recover", "write", endpoint_id, tenant, {"since": since.isoformat()})
         return await self._webhooks.recover_endpoint(endpoint_id, since)
 
     async def list_endpoint_tasks(
         self, endpoint_id: str, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
-        tenant = await self._scoped(endpoint_id)
+        tenant = await self._owner(endpoint_id)
         self._access.act("endpoint.tasks", "read_messages", endpoint_id, tenant)
         return await self._webhooks.list_endpoint_tasks(endpoint_id, status, limit, before_seq)
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from workly.breaker import HELD_UNTIL
-from workly.errors import EndpointNotFound, TooManyEndpoints
+from workly.errors import EndpointInUse, EndpointNotFound, TooManyEndpoints
 from workly.json_text import to_json
 from workly.storage import rows, webhook_rows
 from workly.storage.contract import EndpointChange
@@ -76,8 +76,11 @@ class PostgresWebhooks:
                 await execute(conn, q.get_queue_for_update, name=endpoint_id)  # as update_queue locks
                 current = await self._read_endpoint(conn, endpoint_id)
                 spec = change(current.spec)
-                if spec.tenant is not None and spec.tenant != current.spec.tenant:
-                    await _take_tenant_slot(conn, q, spec.tenant, now)
+                if spec.tenant != current.spec.tenant:
+                    if await fetchrow(conn, q.endpoint_has_tasks, id=endpoint_id) is not None:
+                        raise EndpointInUse(endpoint_id)
+                    if spec.tenant is not None:
+                        await _take_tenant_slot(conn, q, spec.tenant, now)
                 await execute(conn, q.update_endpoint, **_endpoint_params(endpoint_id, spec, now))
                 delivery = replace(spec.delivery, paused=not current.enabled)
                 await execute(conn, q.update_queue, **rows.config_params(endpoint_id, delivery, now))

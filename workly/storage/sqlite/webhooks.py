@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from workly.errors import EndpointNotFound, TooManyEndpoints
+from workly.errors import EndpointInUse, EndpointNotFound, TooManyEndpoints
 from workly.json_text import from_json, to_json
 from workly.storage import rows, webhook_rows
 from workly.storage.contract import EndpointChange
@@ -161,8 +161,11 @@ def _list_endpoints(
 def _update_endpoint(db: Db, endpoint_id: str, change: EndpointChange, now_us: int) -> Endpoint:
     current = _read_endpoint(db, endpoint_id)
     spec = change(current.spec)
-    if spec.tenant is not None and spec.tenant != current.spec.tenant:
-        _take_tenant_slot(db, spec.tenant, now_us)
+    if spec.tenant != current.spec.tenant:
+        if fetchone(db, _q().endpoint_has_tasks, {"id": endpoint_id}) is not None:
+            raise EndpointInUse(endpoint_id)
+        if spec.tenant is not None:
+            _take_tenant_slot(db, spec.tenant, now_us)
     execute(db, _q().update_endpoint, _endpoint_params(endpoint_id, spec, now_us))
     delivery = replace(spec.delivery, paused=not current.enabled)
     execute(db, _q().update_queue, rows.config_params(endpoint_id, delivery, now_us))

@@ -244,3 +244,7 @@ WITH doomed AS (
 )
 DELETE FROM events e USING doomed d WHERE e.seq = d.seq
 RETURNING e.seq;
+
+-- name: endpoint_has_tasks
+-- Whether an endpoint has any delivery left (its tenant then stays: they are its tenant's).
+SELECT 1 AS found FROM tasks WHERE queue = :id LIMIT 1;

@@ -199,3 +199,7 @@ WHERE seq IN (SELECT e.seq FROM events e
               ORDER BY e.seq
               LIMIT :limit)
 RETURNING seq;
+
+-- name: endpoint_has_tasks
+-- Whether an endpoint has any delivery left (its tenant then stays: they are its tenant's).
+SELECT 1 AS found FROM tasks WHERE queue = :id LIMIT 1;
