@@ -176,6 +176,40 @@ class ApiClient:
     def delete_schedule(self, schedule_id: str) -> None:
         self._call("DELETE", f"/v1/schedules/{_schedule(schedule_id)}", empty=True)
 
+    # Endpoints: changes, recovery, secret rotation.
+
+    def update_endpoint(self, endpoint_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", f"/v1/endpoints/{_endpoint(endpoint_id)}", json=changes)
+
+    def recover_endpoint(self, endpoint_id: str, since: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/endpoints/{_endpoint(endpoint_id)}/recover", json={"since": since})
+
+    # Tenants, API keys, the audit log.
+
+    def tenants(self, limit: int, cursor: str | None) -> dict[str, Any]:
+        return self._call("GET", "/v1/tenants", params=_given({"limit": limit, "cursor": cursor}))
+
+    def tenant(self, tenant: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/tenants/{_id(tenant, 'a tenant')}")
+
+    def put_tenant(self, tenant: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/tenants/{_id(tenant, 'a tenant')}", json=fields)
+
+    def update_tenant(self, tenant: str, changes: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", f"/v1/tenants/{_id(tenant, 'a tenant')}", json=changes)
+
+    def keys(self, limit: int, cursor: str | None) -> dict[str, Any]:
+        return self._call("GET", "/v1/keys", params=_given({"limit": limit, "cursor": cursor}))
+
+    def create_key(self, fields: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/keys", json=fields)
+
+    def revoke_key(self, key_id: str) -> None:
+        self._call("DELETE", f"/v1/keys/{_id(key_id, 'an API key id (key_…)')}", empty=True)
+
+    def audit(self, filters: dict[str, Any], limit: int, cursor: str | None) -> dict[str, Any]:
+        return self._call("GET", "/v1/audit", params=_given({**filters, "limit": limit, "cursor": cursor}))
+
     def _call(self, method: str, path: str, *, empty: bool = False, **kwargs: Any) -> dict[str, Any]:
         """The JSON object the server answered; ``empty``: a success without a body is {}."""
         response = self._request(method, path, **kwargs)
@@ -241,3 +275,8 @@ def _describe_failure(response: httpx.Response, body: Any) -> str:
     if isinstance(body, dict) and isinstance(body.get("detail"), str):
         return f"{response.status_code} {response.reason_phrase}: {body['detail']}"
     return f"{response.status_code} {response.reason_phrase} from {response.request.url}"
+
+
+def _given(params: dict[str, Any]) -> dict[str, Any]:
+    """The query parameters that are set."""
+    return {name: value for name, value in params.items() if value is not None}
