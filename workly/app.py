@@ -138,6 +138,9 @@ def _guarded(app: ASGIApp, service: Service, tokens: TokenSet, failures: AuthFai
     async def look_up_key(offered: bytes) -> Principal | None:
         return await service.keys.authenticate(offered)
 
+    async def look_up_session(cookie: str) -> Principal | None:
+        return await service.sessions.principal(cookie, tokens.has_digest)
+
     async def record(entry: AuditEntry) -> None:
         try:
             await service.audit.record(entry)
@@ -154,7 +157,9 @@ def _guarded(app: ASGIApp, service: Service, tokens: TokenSet, failures: AuthFai
     public = (("/health",) if settings.public_health else ()) + (
         ("/metrics",) if settings.public_metrics else ()
     )
-    return trail(SameOriginWrites(BearerTokens(limited, tokens, public, keys=look_up_key)))
+    return trail(
+        SameOriginWrites(BearerTokens(limited, tokens, public, keys=look_up_key, sessions=look_up_session))
+    )
 
 
 def http_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:

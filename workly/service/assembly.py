@@ -31,6 +31,7 @@ from workly.service.own_events import OwnEvents
 from workly.service.queues import QueueUseCases
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
+from workly.service.sessions import SessionUseCases
 from workly.service.tasks import TaskUseCases
 from workly.service.tenants import TenantUseCases
 from workly.service.upkeep import Maintainer, Upkeep
@@ -102,6 +103,7 @@ class Parts:
     tenants: TenantUseCases
     keys: KeyUseCases
     audit: AuditUseCases
+    sessions: SessionUseCases
 
 
 def assemble(
@@ -149,6 +151,7 @@ def assemble(
         storage.schedules, clock, work_available, poll_interval=settings.poll_interval, metrics=metrics
     )
     limit = settings.max_body_bytes
+    keys = KeyUseCases(storage.keys, clock)
     # Only a dispatching process runs the operation runner and the scheduler.
     wake_runner = runner.wake if settings.dispatch else _nobody
     wake_scheduler = scheduler.wake if settings.dispatch else _nobody
@@ -174,8 +177,9 @@ def assemble(
             storage.schedules, clock, metrics, work_available, wake_scheduler, max_body_bytes=limit
         ),
         tenants=TenantUseCases(storage.tenants, clock),
-        keys=KeyUseCases(storage.keys, clock),
+        keys=keys,
         audit=AuditUseCases(storage.audit),
+        sessions=SessionUseCases(storage.sessions, keys, clock),
     )
 
 

@@ -39,6 +39,7 @@ from workly.service.queues import QueueUseCases
 from workly.service.readiness import Readiness
 from workly.service.scheduler import Scheduler
 from workly.service.schedules import ScheduleUseCases
+from workly.service.sessions import SessionUseCases
 from workly.service.tasks import TaskUseCases
 from workly.service.tenants import TenantUseCases
 from workly.service.webhooks import WebhookUseCases
@@ -284,6 +285,12 @@ class Service:
     @property
     def audit(self) -> AuditUseCases:
         return self._started().audit
+
+    @property
+    def sessions(self) -> SessionUseCases:
+        """The dashboard's logins: the login page and the guards use them, before any
+        principal is known (no access rule applies)."""
+        return self._started().sessions
 
     def scoped(self, principal: Principal, note: AuditNote | None = None) -> ScopedService:
         """The use cases as ``principal`` may call them (workly/service/access): what every

@@ -36,6 +36,7 @@ class KeyUseCases:
         self._keys = keys
         self._clock = clock
         self._cache: dict[str, _Cached] = {}  # by digest
+        self._by_id: dict[str, _Cached] = {}  # the keys sessions were opened with
         self._touched: dict[str, float] = {}  # key id → when this process last wrote last_used_at
 
     async def create_key(self, spec: ApiKeySpec) -> tuple[ApiKey, str]:
@@ -56,7 +57,24 @@ class KeyUseCases:
         revoked = await self._keys.revoke_key(key_id, self._clock.now())
         for digest in [d for d, cached in self._cache.items() if cached.key.id == key_id]:
             del self._cache[digest]
+        self._by_id.pop(key_id, None)
         return revoked
+
+    async def principal_of_key(self, key_id: str) -> Principal | None:
+        """The principal of a usable key found by its id (a dashboard session's), else None."""
+        now = self._clock.monotonic()
+        cached = self._by_id.get(key_id)
+        if cached is not None and now - cached.read_at < CACHE_SECONDS:
+            key: ApiKey | None = cached.key
+        else:
+            key = await self._keys.get_key(key_id)
+            if key is not None:
+                if len(self._by_id) >= MAX_CACHED:
+                    self._by_id = {k: c for k, c in self._by_id.items() if now - c.read_at < CACHE_SECONDS}
+                self._by_id[key_id] = _Cached(key, now)
+        if key is None or not key.usable_at(self._clock.now()):
+            return None
+        return key.principal()
 
     async def authenticate(self, offered: bytes) -> Principal | None:
         """The principal of a usable (not revoked, not expired) key, else None."""

@@ -10,6 +10,7 @@ from typing import Any
 from workly.api_keys import ApiKey, ApiKeySpec
 from workly.audit import AuditEntry, AuditFilter
 from workly.json_text import from_json
+from workly.sessions import Session
 from workly.storage.rows import Decoders, Row
 from workly.tenants import Tenant, TenantSpec
 
@@ -128,4 +129,26 @@ def audit_from_row(row: Row, dec: Decoders) -> AuditEntry:
         source_ip=row["source_ip"],
         user_agent=row["user_agent"],
         changes=dict(_json(row["changes"])),
+    )
+
+
+def session_params(session: Session, digest: str, encode: TimeEncoder) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "digest": digest,
+        "key_id": session.key_id,
+        "token_digest": session.token_digest,
+        "now": encode(session.created_at),
+        "expires_at": encode(session.expires_at),
+    }
+
+
+def session_from_row(row: Row, dec: Decoders) -> Session:
+    return Session(
+        id=row["id"],
+        key_id=row["key_id"],
+        token_digest=row["token_digest"],
+        created_at=dec.time(row["created_at"]),
+        expires_at=dec.time(row["expires_at"]),
+        ended_at=_time_or_none(row["ended_at"], dec),
     )

@@ -197,6 +197,10 @@ class CommonQueries:
     insert_audit: Query
     list_audit: Query
     prune_audit: Query
+    insert_session: Query
+    session_by_digest: Query
+    end_session: Query
+    prune_sessions: Query
 
 
 @dataclass(frozen=True, slots=True)

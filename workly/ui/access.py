@@ -2,10 +2,11 @@
 
 Without API tokens (`workly dev`) the dashboard is open, like the API (and, like it, answers
 only to IP addresses and localhost: workly/web/browser_guards.py). With tokens, a request
-needs ``Authorization: Bearer <token>`` or the session cookie the login page sets
-(workly/web/tokens.py: signed, expiring, HttpOnly, SameSite=Strict; it also opens the API
-reference at /docs, never the API); the token guard in front (workly/web/guards.py) decides
-that, and sends a browser without either to the login page. Every form post
+needs ``Authorization: Bearer <token or key>`` or the session cookie the login page sets
+(workly/sessions.py: kept server-side, expiring, ended by logging out, HttpOnly,
+SameSite=Strict; it also opens the API reference at /docs, never the API); the guard in
+front (workly/web/guards.py) decides that, and sends a browser without either to the login
+page. The pages show what the caller's role and tenant allow (workly/access.py). Every form post
 must come from a page of this server (its Origin), so another site cannot make a logged-in
 browser press a button.
 """
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from workly.access import Principal
 from workly.service import Service
 from workly.web.browser_guards import origin_names_host
 from workly.web.guards import SESSION_COOKIE
+from workly.web.principals import principal_of
 from workly.web.tokens import TokenSet
 
 LOGIN_PATH = "/ui/login"
@@ -37,9 +40,13 @@ def now_of(request: Request) -> float:
 
 
 def has_session(request: Request) -> bool:
-    """A valid session cookie: signed with one of the tokens, and not expired."""
-    cookie = request.cookies.get(SESSION_COOKIE)
-    return cookie is not None and tokens_of(request).is_session(cookie, now_of(request))
+    """Logged in with the login page: a session cookie the guard took (it set who is calling)."""
+    return SESSION_COOKIE in request.cookies and principal_of(request.scope).type != "anonymous"
+
+
+def principal(request: Request) -> Principal:
+    """Who is calling (workly/web/principals.py): what the pages show and which buttons."""
+    return principal_of(request.scope)
 
 
 async def require_same_origin(request: Request) -> None:

@@ -18,14 +18,17 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from workly.access import BOOTSTRAP
+from workly.api_keys import looks_like_key
 from workly.errors import ConflictError, NotFoundError
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
+from workly.service import Service
 from workly.service.access import ScopedService
+from workly.sessions import SESSION_SECONDS
 from workly.ui import operation_pages, schedule_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
-    now_of,
     require_same_origin,
     safe_next,
     tokens_of,
@@ -45,7 +48,7 @@ from workly.ui.rendering import (
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.guards import SESSION_COOKIE
-from workly.web.tokens import SESSION_SECONDS, TokenSet
+from workly.web.tokens import TokenSet
 from workly.webhooks import ENDPOINT_PREFIX
 
 THROUGHPUT_WINDOW = timedelta(seconds=60)
@@ -214,25 +217,37 @@ async def login_page(request: Request, next: str | None = None) -> HTMLResponse:
 
 @public.post("/login", dependencies=[Depends(require_same_origin)])
 async def login(request: Request) -> Response:
+    """A token or an API key typed in opens a session kept server-side (workly/sessions.py)."""
     try:
         form = parse_qs((await request.body()).decode(errors="replace"), max_num_fields=4)
     except ValueError:  # more fields than the form has
         return render(request, "login.html", code=400, after="/ui", failed=True)
-    offered = (form.get("token") or [""])[0]
+    offered = (form.get("token") or [""])[0].strip()
     after = safe_next(form.get("next", [""])[0])
-    session = tokens_of(request).session_for(offered, now_of(request)) if offered else None
-    if session is None:  # a 401, counted as one the API answers (web/audit_trail.py)
+    service: Service = request.app.state.service
+    token_digest = tokens_of(request).digest_of(offered) if offered else None
+    found = BOOTSTRAP if token_digest is not None else None
+    if found is None and looks_like_key(offered.encode()):
+        found = await service.keys.authenticate(offered.encode())
+    if found is None:  # a 401, counted as one the API answers (web/audit_trail.py)
         return render(request, "login.html", code=401, after=after, failed=True)
+    cookie = await service.sessions.open(found, token_digest)
     response = RedirectResponse(after, status_code=303)
     response.set_cookie(
-        SESSION_COOKIE, session, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="strict",
+        SESSION_COOKIE, cookie, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="strict",
         secure=request.url.scheme == "https",
     )  # fmt: skip
     return response
 
 
 @public.post("/logout", dependencies=[Depends(require_same_origin)])
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    """Ends the session server-side: its cookie opens nothing from now on, in any process
+    within a second."""
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie is not None:
+        service: Service = request.app.state.service
+        await service.sessions.close(cookie)
     response = RedirectResponse(LOGIN_PATH, status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

@@ -7,8 +7,6 @@ a body, and no body larger than the limit is ever held in memory whole.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import quote
 
@@ -17,7 +15,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workly.access import ANONYMOUS, BOOTSTRAP, Principal
 from workly.errors import StorageUnavailable
-from workly.web.principals import KeyLookup, bearer_of, key_principal, set_principal, unavailable
+from workly.web.principals import (
+    KeyLookup,
+    SessionLookup,
+    bearer_of,
+    key_principal,
+    session_principal,
+    set_principal,
+    unavailable,
+)
 from workly.web.problems import problem
 from workly.web.request_body import BodyTooLarge, read_body, replay
 from workly.web.tokens import TokenSet
@@ -36,7 +42,7 @@ class BearerTokens:
     request's principal is put in its scope (workly/web/principals.py).
 
     Browsers cannot send one, so the dashboard (/ui) and the API reference (/docs,
-    /openapi.json) also open with the dashboard's session cookie (workly/web/tokens.py); a
+    /openapi.json) also open with the dashboard's session cookie (workly/sessions.py); a
     browser without either that asks for a page is sent to the login page. Only the login
     page, log out and the stylesheet are open to all. Both checks read headers only: no
     body is read before the caller is known."""
@@ -46,14 +52,14 @@ class BearerTokens:
         app: ASGIApp,
         tokens: TokenSet,
         public_paths: tuple[str, ...],
-        clock: Callable[[], float] = time.time,
         keys: KeyLookup | None = None,
+        sessions: SessionLookup | None = None,
     ) -> None:
         self._app = app
         self._tokens = tokens
         self._public = (*public_paths, *DASHBOARD_PUBLIC)
-        self._clock = clock
         self._keys = keys
+        self._sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -109,7 +115,9 @@ class BearerTokens:
         if not (_is_under(path, ("/ui", REFERENCE_ASSETS)) or path in REFERENCE_PATHS):
             return None
         cookie = session_cookie(scope["headers"])
-        return BOOTSTRAP if cookie is not None and self._tokens.is_session(cookie, self._clock()) else None
+        if cookie is None or self._sessions is None:
+            return None
+        return await session_principal(self._sessions, cookie)
 
 
 def _oversized_login(scope: Scope) -> bool:

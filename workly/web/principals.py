@@ -21,6 +21,8 @@ from workly.web.problems import problem
 
 # A ``wk_`` key's principal, or None (unknown, revoked, expired).
 KeyLookup = Callable[[bytes], Awaitable[Principal | None]]
+# A dashboard session cookie's principal, or None (unknown, ended, expired).
+SessionLookup = Callable[[str], Awaitable[Principal | None]]
 _PRINCIPAL = "principal"
 _NOTE = "audit_note"
 
@@ -66,6 +68,17 @@ async def key_principal(lookup: KeyLookup, offered: bytes) -> Principal | None:
     except StorageUnavailable:
         raise
     except Exception as exc:  # ServiceNotRunning is a StorageUnavailable; anything else too
+        raise StorageUnavailable(str(exc)) from exc
+
+
+async def session_principal(lookup: SessionLookup, cookie: str) -> Principal | None:
+    """The principal of a dashboard session; raises StorageUnavailable when it cannot be
+    looked up."""
+    try:
+        return await lookup(cookie)
+    except StorageUnavailable:
+        raise
+    except Exception as exc:
         raise StorageUnavailable(str(exc)) from exc
 
 

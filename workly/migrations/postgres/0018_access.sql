@@ -1,4 +1,4 @@
--- Tenants, API keys and the audit log (docs/security.md, docs/tenants.md).
+-- Tenants, API keys, the audit log and dashboard sessions (docs/security.md, docs/tenants.md).
 --
 -- tenants: one row per customer, made explicitly or on the first endpoint or event naming
 -- it. api_keys: only each key's SHA-256 digest is kept; a revoked key keeps its row (and its
@@ -44,6 +44,20 @@ CREATE TABLE audit_log (
     changes    json NOT NULL
 );
 CREATE INDEX audit_log_at ON audit_log (at);
+
+-- sessions: the dashboard's logins, one row each, found by the SHA-256 digest of the cookie;
+-- a logout ends one (ended_at), and every process sees it within a second.
+CREATE TABLE sessions (
+    seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id           text NOT NULL UNIQUE,
+    digest       text NOT NULL UNIQUE,
+    key_id       text,
+    token_digest text,
+    created_at   timestamptz NOT NULL,
+    expires_at   timestamptz NOT NULL,
+    ended_at     timestamptz
+);
+CREATE INDEX sessions_expires ON sessions (expires_at);
 
 -- The tenants named before this version: each gets its row with defaults.
 INSERT INTO tenants (tenant, created_at, updated_at)

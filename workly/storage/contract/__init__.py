@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from workly.storage.contract.access import AuditStore, KeyStore, TenantChange, TenantStore
+from workly.storage.contract.access import AuditStore, KeyStore, SessionStore, TenantChange, TenantStore
 from workly.storage.contract.database import Database
 from workly.storage.contract.dispatch import DispatchStore
 from workly.storage.contract.history import HistoryStore
@@ -44,6 +44,7 @@ __all__ = [
     "QueueStore",
     "ScheduleChange",
     "ScheduleStore",
+    "SessionStore",
     "Storage",
     "TaskStore",
     "TenantChange",
@@ -100,6 +101,9 @@ class Storage(Protocol):
 
     @property
     def audit(self) -> AuditStore: ...
+
+    @property
+    def sessions(self) -> SessionStore: ...
 
     async def close(self) -> None:
         """Close every connection (and the notifier's listener)."""

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from workly.api_keys import ApiKey, ApiKeySpec
 from workly.audit import AuditEntry, AuditFilter
+from workly.sessions import Session
 from workly.tenants import Tenant, TenantSpec
 
 TenantChange = Callable[[TenantSpec], TenantSpec]
@@ -53,3 +54,16 @@ class AuditStore(Protocol):
 
     async def prune_audit(self, cutoff: datetime, limit: int) -> int:
         """Delete up to ``limit`` entries older than ``cutoff``; how many."""
+
+
+class SessionStore(Protocol):
+    async def create_session(
+        self, session: Session, digest: str, now: datetime, prune_before: datetime
+    ) -> None:
+        """Store a new session, found by ``digest``; first delete up to 100 sessions that
+        expired or ended before ``prune_before`` (logins keep the table small)."""
+
+    async def session_by_digest(self, digest: str) -> Session | None: ...
+
+    async def end_session(self, digest: str, now: datetime) -> bool:
+        """Mark the session ended (at its first end); whether there was one."""

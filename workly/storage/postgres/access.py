@@ -9,6 +9,7 @@ from typing import TypeVar
 from workly.api_keys import ApiKey, ApiKeySpec
 from workly.audit import AuditEntry, AuditFilter
 from workly.errors import ApiKeyNotFound, TenantNotFound
+from workly.sessions import Session
 from workly.storage import rows
 from workly.storage.access_rows import (
     audit_filter_params,
@@ -16,6 +17,8 @@ from workly.storage.access_rows import (
     audit_params,
     key_from_row,
     key_params,
+    session_from_row,
+    session_params,
     tenant_from_row,
     tenant_params,
     tenant_spec_from_row,
@@ -119,3 +122,24 @@ class PostgresAudit:
 
     async def prune_audit(self, cutoff: datetime, limit: int) -> int:
         return len(await fetch(self._pool, self._q.prune_audit, cutoff=cutoff, limit=limit))
+
+
+@raises_workly_errors(interpret_postgres_error)
+class PostgresSessions:
+    def __init__(self, db: Connections) -> None:
+        self._pool = db.pool
+        self._q = db.q
+
+    async def create_session(
+        self, session: Session, digest: str, now: datetime, prune_before: datetime
+    ) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await fetch(conn, self._q.prune_sessions, cutoff=prune_before, limit=100)
+            await fetch(conn, self._q.insert_session, **session_params(session, digest, _same))
+
+    async def session_by_digest(self, digest: str) -> Session | None:
+        row = await fetchrow(self._pool, self._q.session_by_digest, digest=digest)
+        return None if row is None else session_from_row(row, DECODERS)
+
+    async def end_session(self, digest: str, now: datetime) -> bool:
+        return bool(await fetch(self._pool, self._q.end_session, digest=digest, now=now))

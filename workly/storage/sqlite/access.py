@@ -10,6 +10,7 @@ from workly.api_keys import ApiKey, ApiKeySpec
 from workly.audit import AuditEntry, AuditFilter
 from workly.errors import ApiKeyNotFound, TenantNotFound
 from workly.json_text import to_json
+from workly.sessions import Session
 from workly.storage import rows
 from workly.storage.access_rows import (
     audit_filter_params,
@@ -17,6 +18,8 @@ from workly.storage.access_rows import (
     audit_params,
     key_from_row,
     key_params,
+    session_from_row,
+    session_params,
     tenant_from_row,
     tenant_params,
     tenant_spec_from_row,
@@ -139,3 +142,31 @@ class SqliteAudit:
         params = {"cutoff": to_us(cutoff), "limit": limit}
         pruned = await self._writer.transaction(self._acknowledged, fetchall, _q().prune_audit, params)
         return len(pruned)
+
+
+@raises_workly_errors(interpret_sqlite_error)
+class SqliteSessions:
+    def __init__(self, db: Connections) -> None:
+        self._writer = db.writer
+        self._reader = db.reader
+        self._acknowledged = db.acknowledged
+
+    async def create_session(
+        self, session: Session, digest: str, now: datetime, prune_before: datetime
+    ) -> None:
+        await self._writer.transaction(
+            self._acknowledged, _create_session, session_params(session, digest, to_us), to_us(prune_before)
+        )
+
+    async def session_by_digest(self, digest: str) -> Session | None:
+        row = await self._reader.run(fetchone, _q().session_by_digest, {"digest": digest})
+        return None if row is None else session_from_row(row, DECODERS)
+
+    async def end_session(self, digest: str, now: datetime) -> bool:
+        params = {"digest": digest, "now": to_us(now)}
+        return bool(await self._writer.transaction(self._acknowledged, fetchall, _q().end_session, params))
+
+
+def _create_session(db: Db, params: dict[str, object], prune_before_us: int) -> None:
+    fetchall(db, _q().prune_sessions, {"cutoff": prune_before_us, "limit": 100})
+    fetchall(db, _q().insert_session, params)

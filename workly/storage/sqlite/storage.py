@@ -15,7 +15,7 @@ from pathlib import Path
 from workly.database_url import sqlite_path
 from workly.errors import ConfigError
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
-from workly.storage.sqlite.access import SqliteAudit, SqliteKeys, SqliteTenants
+from workly.storage.sqlite.access import SqliteAudit, SqliteKeys, SqliteSessions, SqliteTenants
 from workly.storage.sqlite.database import SqliteDatabase, SqliteNotifier
 from workly.storage.sqlite.dispatch import SqliteDispatch
 from workly.storage.sqlite.history import SqliteHistory
@@ -62,6 +62,7 @@ class SqliteStorage:
         self.tenants = SqliteTenants(db)
         self.keys = SqliteKeys(db)
         self.audit = SqliteAudit(db)
+        self.sessions = SqliteSessions(db)
 
     @classmethod
     async def open(

@@ -73,3 +73,20 @@ ORDER BY seq DESC LIMIT :limit;
 DELETE FROM audit_log WHERE seq IN (
     SELECT seq FROM audit_log WHERE at < :cutoff ORDER BY at LIMIT :limit
 ) RETURNING seq;
+
+-- name: insert_session
+INSERT INTO sessions (id, digest, key_id, token_digest, created_at, expires_at)
+VALUES (:id, :digest, :key_id, :token_digest, :now, :expires_at)
+RETURNING *;
+
+-- name: session_by_digest
+SELECT * FROM sessions WHERE digest = :digest;
+
+-- name: end_session
+UPDATE sessions SET ended_at = coalesce(ended_at, :now) WHERE digest = :digest RETURNING id;
+
+-- name: prune_sessions
+-- Sessions expired or ended a day ago: nothing opens with them any more.
+DELETE FROM sessions WHERE seq IN (
+    SELECT seq FROM sessions WHERE expires_at < :cutoff OR ended_at < :cutoff ORDER BY seq LIMIT :limit
+) RETURNING seq;
