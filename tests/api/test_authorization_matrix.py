@@ -181,11 +181,12 @@ async def world(database_url: str) -> AsyncIterator[World]:
         yield World(http, await build(http), keys)
 
 
-def _path(template: str, ids: dict[str, str], whose: str) -> str:
+def fill(template: str, ids: dict[str, str], whose: str) -> str:
     """The route's path with its parameters filled: tenant-owned objects of ``whose``."""
     owner = "acme" if whose == "plain" else whose
     values = {
         "{queue}": lambda: "q",
+        "{name}": lambda: "q",  # the dashboard's queue pages
         "{endpoint_id}": lambda: ids[f"endpoint:{owner}"],
         "{event_id}": lambda: ids[f"event:{owner}"],
         "{task_id}": lambda: ids[f"task:{whose}"],
@@ -229,7 +230,7 @@ async def test_each_cell_answers_as_the_design_says(world: World, method: str, t
         if method == "DELETE" or template.endswith("/purge"):
             world.ids = await build(world.http)  # a fresh object for each cell that may delete it
         before = await _others(world)
-        path = _path(template, world.ids, whose)
+        path = fill(template, world.ids, whose)
         headers = {"authorization": f"Bearer {world.keys[(role, tenant)]}"}
         response = await world.http.request(
             method, path, json=BODIES.get((method, template)), headers=headers

@@ -102,6 +102,7 @@ async def retry_failed_in_queue(request: Request, queue: str, service: ServiceDe
 
 @router.post("/endpoints/{endpoint_id}/retry-failed")
 async def retry_failed_of_endpoint(request: Request, endpoint_id: str, service: ServiceDep) -> Response:
+    service.operations.may_create()
     try:
         if not could_be_id(endpoint_id):
             raise NotFoundError(endpoint_id)

@@ -1,8 +1,8 @@
 """The dashboard's pages and buttons: queues, a queue with its charts (charts.py), a task
 list, a task with its attempts; and
 ``install_dashboard``, which adds these, the webhook pages (webhook_pages.py: endpoints and
-events), the bulk operations (operation_pages.py), the schedules (schedule_pages.py) and the
-login page to the app.
+events), the bulk operations (operation_pages.py), the schedules (schedule_pages.py), the
+tenants and the audit log (access_pages.py) and the login page to the app.
 
 Pages read and buttons change through the same service methods as the API; buttons are
 plain form posts that redirect back (post/redirect/get), so the dashboard needs no JavaScript.
@@ -20,12 +20,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from workly.access import BOOTSTRAP
 from workly.api_keys import looks_like_key
-from workly.errors import ConflictError, NotFoundError
+from workly.errors import ConflictError, NotFoundError, PermissionDenied
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
 from workly.service import Service
 from workly.service.access import ScopedService
 from workly.sessions import SESSION_SECONDS
-from workly.ui import operation_pages, schedule_pages, webhook_pages
+from workly.ui import access_pages, operation_pages, schedule_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
@@ -48,6 +48,7 @@ from workly.ui.rendering import (
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.guards import SESSION_COOKIE
+from workly.web.problems import problem_for_exception
 from workly.web.tokens import TokenSet
 from workly.webhooks import ENDPOINT_PREFIX
 
@@ -75,7 +76,11 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
     app.include_router(webhook_pages.router)
     app.include_router(operation_pages.router)
     app.include_router(schedule_pages.router)
+    app.include_router(access_pages.router)
     app.add_exception_handler(ForeignForm, _foreign_form)
+    # A dashboard page the caller's key may not see or use answers as a page (the API: a problem).
+    app.add_exception_handler(PermissionDenied, _refused)
+    app.add_exception_handler(NotFoundError, _refused)
     app.add_exception_handler(BrokenCursor, broken_cursor)
 
 
@@ -83,7 +88,9 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
 
 
 @pages.get("")
-async def overview(request: Request, service: ServiceDep, done: str | None = None) -> HTMLResponse:
+async def overview(request: Request, service: ServiceDep, done: str | None = None) -> Response:
+    if service.principal.tenant is not None:  # queues are no tenant's: its endpoints instead
+        return RedirectResponse("/ui/endpoints", status_code=303)
     queues = await service.queues.list_queues()
     delivered = await service.queues.delivered_in_last(THROUGHPUT_WINDOW)
     # An endpoint's queue is shown with the rest; it is enabled or disabled on its endpoint's page.
@@ -256,6 +263,14 @@ async def logout(request: Request) -> Response:
 @public.get("/assets/workly.css")
 async def stylesheet() -> Response:
     return Response(_STYLESHEET.read_bytes(), media_type="text/css", headers={"cache-control": "max-age=300"})
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    if not request.url.path.startswith("/ui/") and request.url.path != "/ui":
+        return problem_for_exception(request.scope, exc)
+    if isinstance(exc, PermissionDenied):
+        return error(request, 403, f"Your key cannot do this: {exc}")
+    return error(request, 404, "There is no such page for your key.")
 
 
 async def _foreign_form(request: Request, exc: Exception) -> Response:

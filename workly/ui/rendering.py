@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.templating import Jinja2Templates
 
-from workly.ui.access import has_session
+from workly.ui.access import has_session, principal
 from workly.web import representation as rep
 
 PAGE_SIZE = 50
@@ -47,7 +47,16 @@ def _templates() -> Jinja2Templates:
 
 
 def render(request: Request, template: str, code: int = 200, **context: Any) -> HTMLResponse:
-    context = {"signed_in": has_session(request), "done": None, **context}
+    """``template`` with ``context``, and what every page shows by who is calling: buttons
+    only for a role that may press them (``can_write``), the pages of objects of no tenant
+    only for an untenanted principal (``untenanted``), keys and the audit log for admins."""
+    viewer = principal(request)
+    untenanted = viewer.tenant is None
+    context = {
+        "signed_in": has_session(request), "done": None, "can_write": viewer.can("write"),
+        "untenanted": untenanted, "can_manage": untenanted and viewer.can("manage_access"),
+        "viewer": viewer, **context,
+    }  # fmt: skip
     response = _templates().TemplateResponse(request, template, context, status_code=code)
     response.headers.update(HEADERS)
     return response

@@ -86,7 +86,10 @@ async def endpoint_page(
         )
         # Its delivery tasks are its queue's (named by its id): the counts say whether the page
         # offers "Retry all failed" (operation_pages.py).
-        failed = (await service.queues.get_queue(endpoint.id)).counts.get("failed", 0)
+        # (Bulk operations are no tenant's: a tenant's key is offered none.)
+        failed = 0
+        if service.principal.tenant is None:
+            failed = (await service.queues.get_queue(endpoint.id)).counts.get("failed", 0)
         minutes = await service.queues.delivery_history("endpoint", endpoint.id)
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
@@ -150,7 +153,7 @@ async def event_list(
     )
     filters = {"type": chosen_type, "tenant": chosen_tenant}
     return render(
-        request, "events.html", events=[_event_row(e) for e in events], type=chosen_type,
+        request, "events.html", events=[event_row(e) for e in events], type=chosen_type,
         tenant=chosen_tenant, older=older_link("/ui/events", filters, next_seq),
     )  # fmt: skip
 
@@ -173,7 +176,7 @@ async def event_page(request: Request, event_id: str, service: ServiceDep) -> HT
     )  # fmt: skip
 
 
-def _event_row(event: Event) -> dict[str, Any]:
+def event_row(event: Event) -> dict[str, Any]:
     """What the events list shows of an event (not its payload, which may be large)."""
     counts = Counter(d.status for d in event.deliveries)
     return {

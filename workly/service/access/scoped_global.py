@@ -24,6 +24,11 @@ class ScopedOperations:
         self._access.untenanted("operations" if target is None else f"operation {target!r}")
         self._access.act(action, permission, target, changes=changes)
 
+    def may_create(self) -> None:
+        """Refuse now (404, 403) what create_operation would: for a caller that reads what an
+        operation will cover first (the dashboard's endpoint), so that 404 still wins."""
+        self._act("operation.create", "write")
+
     async def create_operation(self, action: Action, task_filter: TaskFilter) -> Operation:
         self._act("operation.create", "write", changes={"action": action, **task_filter.given()})
         operation = await self._operations.create_operation(action, task_filter)

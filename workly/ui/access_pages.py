@@ -1,0 +1,67 @@
+"""The dashboard's tenant and audit pages: tenants with their endpoint counts, a tenant with
+its endpoints and recent events, and the audit log (admins without a tenant only). Read
+through the same scoped service as the API: a tenant's key sees its own tenant only.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+
+from workly.audit import AuditFilter
+from workly.errors import NotFoundError
+from workly.ui.access import require_same_origin
+from workly.ui.rendering import PAGE_SIZE, could_be_id, error, older_link, page_start, render
+from workly.ui.webhook_pages import MAX_FILTER, event_row
+from workly.web.access_representation import audit_json, tenant_json
+from workly.web.dependencies import ServiceDep
+from workly.web.webhook_representation import endpoint_json
+
+RECENT = 20  # events a tenant's page shows
+
+router = APIRouter(prefix="/ui", include_in_schema=False, dependencies=[Depends(require_same_origin)])
+
+
+@router.get("/tenants")
+async def tenant_list(request: Request, service: ServiceDep, cursor: str | None = None) -> HTMLResponse:
+    tenants, next_seq = await service.tenants.list_tenants(PAGE_SIZE, page_start(cursor))
+    return render(
+        request, "tenants.html", tenants=[tenant_json(t) for t in tenants],
+        older=older_link("/ui/tenants", {}, next_seq),
+    )  # fmt: skip
+
+
+@router.get("/tenants/{tenant}")
+async def tenant_page(request: Request, tenant: str, service: ServiceDep) -> HTMLResponse:
+    try:
+        if not (could_be_id(tenant) and len(tenant) <= MAX_FILTER):
+            raise NotFoundError(tenant)
+        found = await service.tenants.get_tenant(tenant)
+        endpoints, _ = await service.webhooks.list_endpoints(tenant, PAGE_SIZE, None)
+        events, _ = await service.webhooks.list_events(None, tenant, RECENT, None)
+    except NotFoundError:
+        return error(request, 404, "There is no such tenant.")
+    return render(
+        request, "tenant.html", tenant=tenant_json(found), endpoints=[endpoint_json(e) for e in endpoints],
+        events=[event_row(e) for e in events],
+    )  # fmt: skip
+
+
+@router.get("/audit")
+async def audit_page(
+    request: Request,
+    service: ServiceDep,
+    actor: str | None = None,
+    action: str | None = None,
+    tenant: str | None = None,
+    cursor: str | None = None,
+) -> HTMLResponse:
+    chosen = {name: (value or "")[:MAX_FILTER] or None for name, value in
+              (("actor", actor), ("action", action), ("tenant", tenant))}  # fmt: skip
+    entries, next_seq = await service.audit.list_audit(
+        AuditFilter(chosen["actor"], chosen["action"], chosen["tenant"]), PAGE_SIZE, page_start(cursor)
+    )
+    return render(
+        request, "audit.html", entries=[audit_json(e) for e in entries], actor=chosen["actor"],
+        action=chosen["action"], tenant=chosen["tenant"], older=older_link("/ui/audit", chosen, next_seq),
+    )  # fmt: skip
