@@ -73,7 +73,12 @@ class Metrics:
         # metrics; this registry is then only used to build them (render reads the files).
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.enqueued = Counter("workly_tasks_enqueued", "Tasks stored by the API", ["queue"], registry=r)
+        self.enqueued = Counter(
+            "workly_tasks_enqueued",
+            "Tasks stored by the API and by SQL's enqueue_task",
+            ["queue"],
+            registry=r,
+        )
         self.deliveries = Counter(
             "workly_deliveries", "Delivery attempts by outcome (succeeded, retry, failed)",
             ["queue", "outcome"], registry=r,
@@ -174,6 +179,11 @@ class Metrics:
     def set_endpoint_states(self, counts: Mapping[str, int]) -> None:
         for state in ENDPOINT_STATES:
             self.endpoints.labels(state).set(counts.get(state, 0))
+
+    def sql_enqueued(self, counts: Mapping[str, int]) -> None:
+        """Tasks SQL's enqueue_task stored (docs/sql-enqueue.md), counted as the API's are."""
+        for queue, n in counts.items():
+            self.enqueued_of(self.queue_label(queue)).inc(n)
 
     def queue_label(self, queue: str) -> str:
         """The ``queue`` label of a queue's series: an endpoint's is ENDPOINTS_LABEL, unless

@@ -393,3 +393,24 @@ async def test_concurrent_application_transactions_deliver_exactly_the_committed
     assert await count(app_conn, "SELECT count(*) FROM workly.tasks") == expected
     attempts = "SELECT count(*) FROM workly.attempts a JOIN workly.tasks t ON t.seq = a.task_seq"
     assert await count(app_conn, attempts) == expected
+
+
+async def test_tasks_enqueued_from_sql_are_counted_in_the_metrics_as_the_api_counts_them(
+    start_workly: Start, receiver: Receiver, app_conn: asyncpg.Connection
+) -> None:
+    """workly_tasks_enqueued_total{queue} counts enqueue_task's tasks (before, it counted the
+    API's only); publish_event's deliveries are not counted there, as the API's are not."""
+    base_url = await start_workly(SLOW_POLL_INTERVAL)
+    async with app_conn.transaction():
+        for n in range(3):
+            await enqueue(app_conn, "sql-counted", receiver.url("/counted"), {"n": n})
+        await app_conn.fetchval("SELECT workly.publish_event(type => 'invoice.paid', payload => '{}'::jsonb)")
+    await arrivals_taken(app_conn)
+    async with api_client(base_url) as client:
+        await client.post("/v1/queues/sql-counted/tasks", json={"url": receiver.url("/counted")})
+
+        async def counted() -> bool:
+            scrape = (await client.get("/metrics")).text
+            return 'workly_tasks_enqueued_total{queue="sql-counted"} 4.0' in scrape
+
+        await eventually(counted, "3 tasks from SQL and 1 from the API counted")

@@ -127,7 +127,9 @@ class Service:
             else:
                 # 0: looks at the idle poll's pace, so that arrivals never pile up.
                 sql_looks = settings.sql_poll_interval or settings.poll_interval
-                await storage.notifier.listen_for_work(parts.dispatcher.wake, sql_looks)
+                await storage.notifier.listen_for_work(
+                    parts.dispatcher.wake, sql_looks, self.metrics.sql_enqueued
+                )
                 parts.dispatcher.start()
                 await parts.upkeep.start()
                 parts.callbacks.start()

@@ -59,6 +59,10 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_expires ON sessions (expires_at);
 
+-- A task enqueue_task stored announces its queue: the process that takes the row counts it in
+-- workly_tasks_enqueued_total, as the API's enqueues are (publish_event's rows name none).
+ALTER TABLE sql_arrivals ADD COLUMN queue text;
+
 -- The tenants named before this version: each gets its row with defaults.
 INSERT INTO tenants (tenant, created_at, updated_at)
 SELECT tenant, min(created_at), min(created_at) FROM (

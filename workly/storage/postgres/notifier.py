@@ -43,6 +43,7 @@ import asyncpg
 from workly.batching import CoalescedCall
 from workly.clock import Clock
 from workly.database_url import DEFAULT_SCHEMA
+from workly.storage.contract.notifier import SqlEnqueued
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.postgres.statements import Connections, use_schema
 
@@ -88,6 +89,7 @@ class PostgresNotifier:
         self.announced = 0
         self.sql_looks = 0  # looks for tasks enqueued from SQL, done
         self._connected = asyncio.Event()
+        self._on_sql_enqueued: SqlEnqueued | None = None
 
     @property
     def peers(self) -> set[str]:
@@ -104,13 +106,18 @@ class PostgresNotifier:
             self.announced += 1
 
     async def listen_for_work(
-        self, on_work: Callable[[], None], sql_poll_interval: float | None = None, first_wait: float = 5.0
+        self,
+        on_work: Callable[[], None],
+        sql_poll_interval: float | None = None,
+        on_sql_enqueued: SqlEnqueued | None = None,
+        first_wait: float = 5.0,
     ) -> None:
         """Start listening; return once the first LISTEN connection is up and has said hello
         (or after ``first_wait`` seconds: the listener keeps trying in the background). A
         process that answers ready then hears, and is heard by, the processes already running.
         With ``sql_poll_interval``, also look that often for tasks the SQL functions enqueued."""
         self._sql_every = sql_poll_interval or None
+        self._on_sql_enqueued = on_sql_enqueued
         self._listener = asyncio.create_task(self._listen(on_work), name="workly-listen")
         await self._clock.wait(self._connected, first_wait)
 
@@ -226,7 +233,7 @@ class PostgresNotifier:
         if self._clock.monotonic() < self._sql_retry_at:
             return
         try:
-            taken = await conn.fetchval(self._q.take_sql_arrivals.sql, timeout=5)
+            arrivals = await conn.fetch(self._q.take_sql_arrivals.sql, timeout=5)
         except (asyncpg.PostgresError, TimeoutError) as exc:
             if conn.is_closed():
                 raise
@@ -239,8 +246,11 @@ class PostgresNotifier:
             log.warning("looking for tasks enqueued from SQL works again")
             self._sql_backoff = 0.0
         self.sql_looks += 1
-        if taken:
+        if arrivals:
             self.sql_in_use = True
+            enqueued = {row["queue"]: row["n"] for row in arrivals if row["queue"] is not None}
+            if enqueued and self._on_sql_enqueued is not None:
+                self._on_sql_enqueued(enqueued)
             on_work()
             try:
                 await self.announce_work()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from workly.storage.contract.notifier import SqlEnqueued
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.queries import sqlite_queries
 from workly.storage.sqlite.statements import Connections, fetchall, migrate, schema_version
@@ -46,6 +47,9 @@ class SqliteNotifier:
         """Nobody else to tell."""
 
     async def listen_for_work(
-        self, on_work: Callable[[], None], sql_poll_interval: float | None = None
+        self,
+        on_work: Callable[[], None],
+        sql_poll_interval: float | None = None,
+        on_sql_enqueued: SqlEnqueued | None = None,
     ) -> None:
         """Nobody else announces work."""

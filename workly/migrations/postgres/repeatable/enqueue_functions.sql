@@ -1,4 +1,4 @@
--- revision: 3
+-- revision: 4
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -122,7 +122,7 @@ BEGIN
         ON CONFLICT DO NOTHING
         RETURNING id INTO task_id;
         IF task_id IS NOT NULL THEN
-            INSERT INTO @schema@.sql_arrivals DEFAULT VALUES;
+            INSERT INTO @schema@.sql_arrivals (queue) VALUES (enqueue_task.queue);
             RETURN task_id;
         END IF;
         -- The key is taken: the task that holds it (unless it was deleted since; then again).

@@ -719,12 +719,14 @@ SELECT pg_notify(:channel, :payload);
 -- visible when (and only if) the application's transaction commits: a NOTIFY in that
 -- transaction would serialize the application's commits (docs/sql-enqueue.md). Whoever
 -- deletes the rows wakes its dispatcher and tells the other processes. At most 10,000 at a
--- time: a backlog left by a long outage is taken over several looks, each one short.
+-- time: a backlog left by a long outage is taken over several looks, each one short. Each
+-- row of enqueue_task names its task's queue (counted in workly_tasks_enqueued_total), each
+-- of publish_event none.
 WITH taken AS (
     DELETE FROM sql_arrivals WHERE ctid = ANY (ARRAY(SELECT ctid FROM sql_arrivals LIMIT 10000))
-    RETURNING 1
+    RETURNING queue
 )
-SELECT count(*) FROM taken;
+SELECT queue, count(*)::int AS n FROM taken GROUP BY queue;
 
 -- name: sql_arrivals_used
 -- Whether the SQL functions have enqueued in this database (since its statistics were last
