@@ -22,6 +22,7 @@ from workly.database_url import (
     sqlite_path,
 )
 from workly.errors import ConfigError
+from workly.secret_box import parse_keys
 from workly.ssrf_guard import OutboundPolicy, Proxy, parse_allow_list, parse_proxy
 
 # Characters an API token must have for `workly serve`: `openssl rand -hex 32` gives 64; a short
@@ -48,6 +49,12 @@ class Settings(BaseSettings):
         le=60,
         description="PostgreSQL: seconds between looks for tasks the SQL functions enqueued "
         "(enqueue_task, publish_event) and committed; 0 = every WORKLY_POLL_INTERVAL",
+    )
+    secret_key: str | None = Field(
+        default=None,
+        repr=False,  # a secret
+        description="base64 of 32 random bytes: signing secrets are stored encrypted with it (AES-GCM); "
+        "several space separated during a rotation, the first encrypts",
     )
     signing_secret: str | None = Field(
         default=None,
@@ -216,6 +223,15 @@ class Settings(BaseSettings):
     def _poll_floor(cls, value: float) -> float:
         if 0 < value < 0.001:
             raise ValueError("must be 0 or at least 0.001 (a look is a statement on the database)")
+        return value
+
+    @field_validator("secret_key")
+    @classmethod
+    def _secret_keys(cls, value: str | None) -> str | None:
+        try:
+            parse_keys(value)
+        except ConfigError as exc:  # its message names the key by position, never its value
+            raise ValueError(str(exc).removeprefix("WORKLY_SECRET_KEY: ")) from None
         return value
 
     @field_validator("database_schema")

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from workly import __version__
-from workly.cli import doctor, loadtest, server
+from workly.cli import doctor, loadtest, secret_key, server
 from workly.client import access_commands, queue_commands
 from workly.client import commands as client_commands
 from workly.client import schedules as schedule_commands
@@ -46,6 +46,7 @@ schedule_commands.register(app)
 access_commands.register(app)
 loadtest.register(app)
 doctor.register(app)
+secret_key.register(app)
 
 
 def main() -> None:

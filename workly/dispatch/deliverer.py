@@ -34,14 +34,17 @@ class Deliverer:
         clock: Clock,
         capture_limit: int = 0,
         tracing: Tracing | None = None,
+        open_secret: Callable[[str], str | None] | None = None,
     ) -> None:
         """``capture_limit``: response bytes kept for a task with a callback (which hands its
-        receiver's answer on); other tasks keep what the client keeps (a snippet)."""
+        receiver's answer on); other tasks keep what the client keeps (a snippet).
+        ``open_secret``: a queue's signing secret as stored → as given (secret_box.py)."""
         self._client = client
         self._tracing = tracing or Tracing()
         self._capture_limit = capture_limit
         self._signer = signer
         self._clock = clock
+        self._open_secret = open_secret
         self._queue_signers: dict[str, Signer] = {}
 
     def _signer_for(self, task: ClaimedTask) -> Signer:
@@ -51,7 +54,10 @@ class Deliverer:
         if signer is None:
             if len(self._queue_signers) >= _MAX_QUEUE_SIGNERS:
                 self._queue_signers.clear()
-            signer = self._queue_signers[task.signing_secret] = Signer(task.signing_secret.split())
+            secret = (
+                task.signing_secret if self._open_secret is None else self._open_secret(task.signing_secret)
+            )
+            signer = self._queue_signers[task.signing_secret] = Signer((secret or "").split())
         return signer
 
     async def deliver(self, task: ClaimedTask, may_send: Callable[[], bool] | None = None) -> DeliveryOutcome:
@@ -92,8 +98,10 @@ class Deliverer:
         self, task: ClaimedTask, trace: TraceContext | None, may_send: Callable[[], bool] | None
     ) -> DeliveryOutcome:
         started = self._clock.now()
-        headers = self._headers(task, int(started.timestamp()), trace)
         try:
+            # In the try: a signing secret that cannot be opened (WORKLY_SECRET_KEY lacks its key)
+            # is a failed attempt, retried later, never a lost task.
+            headers = self._headers(task, int(started.timestamp()), trace)
             max_body = self._capture_limit if task.capture_response else None
             response = await self._client.request(
                 task.method, task.url, headers, task.body, max_body, timeout=task.timeout, may_send=may_send

@@ -20,6 +20,7 @@ from workly.dispatch.http import HttpClient, client_tls
 from workly.errors import ConfigError
 from workly.metrics import Metrics
 from workly.models import AttemptResult, RecordSummary
+from workly.secret_box import SecretBox
 from workly.service.audit import AuditUseCases
 from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.callbacks import CallbackSender
@@ -116,10 +117,14 @@ def assemble(
     client: HttpClient,
     work_available: Callable[[], None],
     announce_failed: Callable[[Exception], None],
+    box: SecretBox | None = None,
 ) -> Parts:
     """``work_available``: the hook every change that can make work claimable ends in;
     ``announce_failed``: what to do when telling other processes about work failed."""
-    deliverer = Deliverer(client, signer, clock, capture_limit=settings.max_body_bytes, tracing=tracing)
+    box = box or SecretBox([])
+    deliverer = Deliverer(
+        client, signer, clock, capture_limit=settings.max_body_bytes, tracing=tracing, open_secret=box.open
+    )
     rollup = Rollup()
     history = DeliveryHistory(storage.history, clock, rollup)
     own_events = OwnEvents(storage.tasks, storage.webhooks, clock, work_available)
@@ -168,9 +173,16 @@ def assemble(
         scheduler=scheduler,
         own_events=own_events,
         tasks=TaskUseCases(storage.tasks, enqueuer, clock, tracing, work_available, max_body_bytes=limit),
-        queues=QueueUseCases(storage.queues, history, signer, clock, work_available),
+        queues=QueueUseCases(storage.queues, history, signer, clock, work_available, box),
         webhooks=WebhookUseCases(
-            storage.webhooks, storage.tasks, clock, tracing, own_events, work_available, max_body_bytes=limit
+            storage.webhooks,
+            storage.tasks,
+            clock,
+            tracing,
+            own_events,
+            work_available,
+            max_body_bytes=limit,
+            box=box,
         ),
         operations=BulkOperationUseCases(storage.operations, clock, wake_runner),
         schedules=ScheduleUseCases(

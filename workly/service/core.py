@@ -29,6 +29,7 @@ from workly.dispatch.dispatcher import Dispatcher
 from workly.dispatch.http import HttpClient
 from workly.errors import ConfigError, ServiceNotRunning, StorageError
 from workly.metrics import Metrics
+from workly.secret_box import SecretBox, parse_keys
 from workly.service.access import AuditNote, ScopedService
 from workly.service.assembly import Parts, assemble, open_configured_storage, outbound_client
 from workly.service.audit import AuditUseCases
@@ -92,6 +93,7 @@ class Service:
         self.clock: Clock = clock or SystemClock()
         self.metrics = Metrics(per_endpoint=settings.metrics_per_endpoint)
         self._signer = Signer(settings.signing_secrets())
+        self._secret_box = SecretBox(parse_keys(settings.secret_key))
         self._open_storage = storage_opener or partial(open_configured_storage, clock=self.clock)
         self._http_client = http_client
         self._parts: Parts | None = None
@@ -148,7 +150,7 @@ class Service:
     def _assemble(self, storage: Storage, client: HttpClient) -> Parts:
         return assemble(
             self.settings, self.clock, self.metrics, self._signer, self.tracing, storage, client,
-            work_available=self.work_available, announce_failed=_log_announce_error,
+            work_available=self.work_available, announce_failed=_log_announce_error, box=self._secret_box,
         )  # fmt: skip
 
     async def stop(self) -> None:

@@ -21,6 +21,7 @@ from workly.errors import (
 from workly.ids import new_id, new_task_id
 from workly.models import QueueConfig, Task, TaskStatus, check_queue_config
 from workly.reserved_names import check_client_idempotency_key
+from workly.secret_box import SecretBox
 from workly.service.own_events import OwnEvents
 from workly.signing import generate_secret, public_keys
 from workly.storage.contract import TaskStore, WebhookStore
@@ -59,7 +60,10 @@ class WebhookUseCases:
         work_available: Callable[[], None],
         *,
         max_body_bytes: int,
+        box: SecretBox | None = None,
     ) -> None:
+        """``box``: how signing secrets are stored (sealed with WORKLY_SECRET_KEY, if set)."""
+        self._box = box or SecretBox([])
         self._webhooks = webhooks
         self._tasks = tasks
         self._clock = clock
@@ -74,6 +78,7 @@ class WebhookUseCases:
         delivery = check_queue_config(replace(spec.delivery, paused=False))
         if delivery.signing_secret is None:
             delivery = replace(delivery, signing_secret=generate_secret())
+        delivery = replace(delivery, signing_secret=self._box.seal(delivery.signing_secret))
         return await self._webhooks.create_endpoint(
             new_id("ep"), replace(spec, delivery=delivery), self._clock.now()
         )
@@ -98,8 +103,12 @@ class WebhookUseCases:
         if delivery_changes.get("signing_secret", "") is None:
             delivery_changes["signing_secret"] = generate_secret()  # an endpoint always signs
 
+        box = self._box
+
         def change(current: EndpointSpec) -> EndpointSpec:
-            delivery = check_queue_config(replace(current.delivery, **delivery_changes))
+            given = replace(current.delivery, signing_secret=box.open(current.delivery.signing_secret))
+            delivery = check_queue_config(replace(given, **delivery_changes))
+            delivery = replace(delivery, signing_secret=box.seal(delivery.signing_secret))
             changed = replace(current, **spec_changes, delivery=delivery)
             try:
                 check_subscription(changed.tenant, changed.event_types)
@@ -123,7 +132,7 @@ class WebhookUseCases:
         return keys
 
     async def endpoint_secret(self, endpoint_id: str) -> str:
-        secret = (await self.get_endpoint(endpoint_id)).spec.delivery.signing_secret
+        secret = self._box.open((await self.get_endpoint(endpoint_id)).spec.delivery.signing_secret)
         assert secret is not None, "an endpoint always has a signing secret"
         return secret
 
