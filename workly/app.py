@@ -139,7 +139,7 @@ def _guarded(app: ASGIApp, service: Service, tokens: TokenSet, failures: AuthFai
         return await service.keys.authenticate(offered)
 
     async def look_up_session(cookie: str) -> Principal | None:
-        return await service.sessions.principal(cookie, tokens.has_digest)
+        return await service.sessions.principal(cookie, tokens.opened_session)
 
     async def record(entry: AuditEntry) -> None:
         try:

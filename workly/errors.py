@@ -137,7 +137,7 @@ class TooManyEndpoints(ConflictError):
     def __init__(self, tenant: str, limit: int) -> None:
         super().__init__(
             f"tenant {tenant!r} has its max_endpoints ({limit}) already: delete one, or raise the "
-            "limit with PATCH /v1/tenants/{tenant}"
+            f"limit with PATCH /v1/tenants/{tenant}"
         )
         self.tenant = tenant
         self.limit = limit

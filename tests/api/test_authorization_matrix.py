@@ -191,6 +191,7 @@ def fill(template: str, ids: dict[str, str], whose: str) -> str:
         "{event_id}": lambda: ids[f"event:{owner}"],
         "{task_id}": lambda: ids[f"task:{whose}"],
         "{tenant}": lambda: owner,
+        "{tenant:path}": lambda: owner,
         "{schedule_id}": lambda: ids["schedule"],
         "{operation_id}": lambda: ids["operation"],
         "{key_id}": lambda: ids["key"],

@@ -104,3 +104,27 @@ async def test_a_cookie_no_login_made_opens_nothing(
     two: tuple[httpx.AsyncClient, httpx.AsyncClient], cookie: str
 ) -> None:
     assert not await opens(two[0], cookie)
+
+
+async def test_a_login_is_audited_as_who_logged_in_and_ends_the_earlier_session(
+    two: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    first, _ = two
+    made = await first.post(
+        "/v1/keys", json={"name": "support", "role": "reader", "tenant": "acme"}, headers=AUTH
+    )
+    earlier = await login(first, TEST_TOKEN)
+    again = await first.post(
+        "/ui/login",
+        data={"token": made.json()["key"]},
+        headers={**origin(first), "cookie": f"workly_session={earlier}"},
+    )
+    assert again.status_code == 303
+    assert not await opens(first, earlier)  # the browser's earlier session ended
+    entries = (await first.get("/v1/audit", params={"action": "session.login"}, headers=AUTH)).json()[
+        "entries"
+    ]
+    assert [(e["actor"]["type"], e["actor"]["role"], e["target"], e["tenant"]) for e in entries] == [
+        ("key", "reader", made.json()["id"], "acme"),
+        ("token", "admin", "token", None),
+    ]

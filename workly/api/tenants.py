@@ -25,18 +25,18 @@ def _tenant(tenant: Annotated[str, Path(min_length=1, max_length=255)]) -> str:
 TenantPath = Annotated[str, Depends(_tenant)]
 
 
-@router.put("/{tenant}", summary="Create a tenant or replace its fields")
+@router.put("/{tenant:path}", summary="Create a tenant or replace its fields")
 async def put_tenant(tenant: TenantPath, body: TenantIn, service: ServiceDep) -> JSONResponse:
     stored, created = await service.tenants.put_tenant(tenant, body.spec())
     return JSONResponse(tenant_json(stored), status_code=201 if created else 200)
 
 
-@router.patch("/{tenant}", summary="Change some of a tenant's fields")
+@router.patch("/{tenant:path}", summary="Change some of a tenant's fields")
 async def patch_tenant(tenant: TenantPath, body: TenantPatchIn, service: ServiceDep) -> JSONResponse:
     return JSONResponse(tenant_json(await service.tenants.update_tenant(tenant, body.changes())))
 
 
-@router.get("/{tenant}", summary="Get a tenant with its endpoint count")
+@router.get("/{tenant:path}", summary="Get a tenant with its endpoint count")
 async def get_tenant(tenant: TenantPath, service: ServiceDep) -> JSONResponse:
     return JSONResponse(tenant_json(await service.tenants.get_tenant(tenant)))
 

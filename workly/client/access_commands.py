@@ -14,7 +14,8 @@ from workly.client import access_render, render
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
 from workly.client.inputs import InputError, parse_headers, parse_time
-from workly.signing import generate_secret
+from workly.client.render import one_line as render_text
+from workly.signing import PRIVATE_KEY_PREFIX, generate_key_pair, generate_secret
 
 Limit = Annotated[int, typer.Option(min=1, max=500, help="rows per page")]
 TenantId = Annotated[str, typer.Argument(help="tenant id (the tenant string endpoints and events carry)")]
@@ -26,6 +27,7 @@ MaxEndpoints = Annotated[int | None, typer.Option(help="at most this many endpoi
 
 tenant_app = typer.Typer(help="Tenants: create, change, show, list (docs/tenants.md).", no_args_is_help=True)
 key_app = typer.Typer(help="API keys: create, list, show, revoke (docs/security.md).", no_args_is_help=True)
+KeyId = Annotated[str, typer.Argument(help="API key id (key_…)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -148,6 +150,14 @@ def key_list(limit: Limit = 20, cursor: Cursor = None, server: Server = DEFAULT_
     )
 
 
+@key_app.command("show")
+def key_show(
+    key_id: KeyId, server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False
+) -> None:
+    """Show an API key's fields (never the key itself)."""
+    show(ask(server, token, lambda api: api.key(key_id)), as_json, access_render.key_detail)
+
+
 @key_app.command("revoke")
 def key_revoke(
     key_id: Annotated[str, typer.Argument(help="API key id (key_…)")],
@@ -232,7 +242,11 @@ def endpoint_recover(
     def recover(api: ApiClient) -> dict[str, Any]:
         return api.recover_endpoint(endpoint_id, parse_time(since))
 
-    show(ask(server, token, recover), as_json, lambda found: f"re-enqueued {found['recovered']} deliveries")
+    show(
+        ask(server, token, recover),
+        as_json,
+        lambda found: f"re-enqueued {render_text(found['recovered'])} deliveries",
+    )
 
 
 def endpoint_rotate(
@@ -242,13 +256,26 @@ def endpoint_rotate(
     ] = True,
     server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False,
 ) -> None:  # fmt: skip
-    """Give an endpoint a new signing secret. With --keep-old (the default) it signs with both
-    until the next rotation, so receivers can switch; prints the new secret."""
+    """Give an endpoint a new signing secret of the kind it has (an HMAC whsec_ secret, or an
+    ed25519 whsk_ key, whose whpk_ public key is printed instead). With --keep-old (the default)
+    it signs with the old one too until the next rotation, so receivers can switch."""
 
     def rotate(api: ApiClient) -> dict[str, Any]:
-        new = generate_secret()
-        old = api.endpoint_secret(endpoint_id).split()[:1] if keep_old else []
+        current = api.endpoint_secret(endpoint_id).split()
+        ed25519 = bool(current) and current[0].startswith(PRIVATE_KEY_PREFIX)
+        new, public = generate_key_pair() if ed25519 else (generate_secret(), None)
+        old = current[:1] if keep_old else []
         api.update_endpoint(endpoint_id, {"signing_secret": " ".join([new, *old])})
-        return {"id": endpoint_id, "signing_secret": new, "kept": old}
+        # What the receiver needs: the new secret, or the new public key (never a private key).
+        return (
+            {"id": endpoint_id, "public_key": public}
+            if ed25519
+            else {"id": endpoint_id, "signing_secret": new}
+        )
 
-    show(ask(server, token, rotate), as_json, lambda found: f"new signing secret: {found['signing_secret']}")
+    def as_text(found: dict[str, Any]) -> str:
+        if found.get("public_key"):
+            return f"new public key: {render_text(found['public_key'])}"
+        return f"new signing secret: {render_text(found['signing_secret'])}"
+
+    show(ask(server, token, rotate), as_json, as_text)

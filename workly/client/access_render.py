@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workly.client.render import fields, short_time, table
+from workly.client.render import fields, one_line, short_time, table
 
 
 def tenant_detail(tenant: dict[str, Any]) -> str:
@@ -32,7 +32,7 @@ def tenant_rows(tenants: Sequence[dict[str, Any]]) -> str:
 def new_key(key: dict[str, Any]) -> str:
     """The key once, with a reminder that it is never shown again."""
     return (
-        f"{key['key']}\n\n"
+        f"{one_line(key['key'])}\n\n"
         + key_detail(key)
         + "\n\nKeep the key now: Workly stores only its hash and cannot show it again."
     )

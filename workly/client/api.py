@@ -201,6 +201,9 @@ class ApiClient:
     def keys(self, limit: int, cursor: str | None) -> dict[str, Any]:
         return self._call("GET", "/v1/keys", params=_given({"limit": limit, "cursor": cursor}))
 
+    def key(self, key_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/keys/{_id(key_id, 'an API key id (key_…)')}")
+
     def create_key(self, fields: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/v1/keys", json=fields)
 

@@ -39,6 +39,11 @@ def _cell(value: object, limit: int | None = _CELL_MAX) -> str:
     return text
 
 
+def one_line(value: object) -> str:
+    """A value the server sent, on one line with no control character (as a table cell is)."""
+    return _cell(value, limit=None)
+
+
 def short_time(value: str | None) -> str | None:
     """2026-11-30T09:10:06.972118Z → 2026-11-30 09:10:06Z (the API's times are UTC)."""
     if value is None:

@@ -16,11 +16,12 @@ from workly.access import BOOTSTRAP, Principal
 from workly.clock import Clock
 from workly.ids import new_id
 from workly.service.keys import CACHE_SECONDS, MAX_CACHED, KeyUseCases
-from workly.sessions import SESSION_SECONDS, Session, cookie_digest, new_cookie
+from workly.sessions import SESSION_SECONDS, Session, cookie_digest, new_cookie, token_mac
 from workly.storage.contract import SessionStore
 
-# Whether a token of this SHA-256 digest is still one of WORKLY_API_TOKENS.
-TokenConfigured = Callable[[str], bool]
+# Whether the token a session was opened with (its cookie, its token_mac) is still one of
+# WORKLY_API_TOKENS.
+TokenConfigured = Callable[[str, str], bool]
 _PRUNE_AFTER = timedelta(days=1)
 
 
@@ -37,18 +38,18 @@ class SessionUseCases:
         self._clock = clock
         self._cache: dict[str, _Cached] = {}
 
-    async def open(self, principal: Principal, token_digest: str | None = None) -> str:
-        """A new session for a principal a login found (a key's, or the token of
-        ``token_digest``); the cookie that holds it, which is not kept anywhere."""
+    async def open(self, principal: Principal, token_digest: bytes | None = None) -> str:
+        """A new session for a principal a login found (a key's, or that of the token whose
+        SHA-256 digest this is); the cookie that holds it, which is not kept anywhere."""
         assert (principal.key_id is None) == (token_digest is not None), "a key's or a token's"
         now = self._clock.now()
         cookie = new_cookie()
         digest = cookie_digest(cookie)
         assert digest is not None
-        session = Session(
-            new_id("ses"), principal.key_id, token_digest, now, now + timedelta(seconds=SESSION_SECONDS), None
-        )
-        await self._sessions.create_session(session, digest, now, now - _PRUNE_AFTER)
+        mac = None if token_digest is None else token_mac(cookie, token_digest)
+        expires = now + timedelta(seconds=SESSION_SECONDS)
+        session = Session(new_id("ses"), principal.key_id, mac, now, expires, None)
+        await self._sessions.create_session(session, digest, now - _PRUNE_AFTER)
         return cookie
 
     async def close(self, cookie: str) -> bool:
@@ -69,8 +70,8 @@ class SessionUseCases:
             return None
         if session.key_id is not None:
             return await self._keys.principal_of_key(session.key_id)
-        assert session.token_digest is not None
-        return BOOTSTRAP if token_configured(session.token_digest) else None
+        assert session.token_mac is not None
+        return BOOTSTRAP if token_configured(cookie, session.token_mac) else None
 
     async def _session(self, digest: str) -> Session | None:
         now = self._clock.monotonic()

@@ -137,8 +137,8 @@ def session_params(session: Session, digest: str, encode: TimeEncoder) -> dict[s
         "id": session.id,
         "digest": digest,
         "key_id": session.key_id,
-        "token_digest": session.token_digest,
-        "now": encode(session.created_at),
+        "token_mac": session.token_mac,
+        "created_at": encode(session.created_at),
         "expires_at": encode(session.expires_at),
     }
 
@@ -147,7 +147,7 @@ def session_from_row(row: Row, dec: Decoders) -> Session:
     return Session(
         id=row["id"],
         key_id=row["key_id"],
-        token_digest=row["token_digest"],
+        token_mac=row["token_mac"],
         created_at=dec.time(row["created_at"]),
         expires_at=dec.time(row["expires_at"]),
         ended_at=_time_or_none(row["ended_at"], dec),

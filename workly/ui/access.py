@@ -16,7 +16,6 @@ from __future__ import annotations
 from fastapi import Request
 
 from workly.access import Principal
-from workly.service import Service
 from workly.web.browser_guards import origin_names_host
 from workly.web.guards import SESSION_COOKIE
 from workly.web.principals import principal_of
@@ -32,11 +31,6 @@ class ForeignForm(Exception):
 def tokens_of(request: Request) -> TokenSet:
     tokens: TokenSet = request.app.state.tokens
     return tokens
-
-
-def now_of(request: Request) -> float:
-    service: Service = request.app.state.service
-    return service.now().timestamp()
 
 
 def has_session(request: Request) -> bool:

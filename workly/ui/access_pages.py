@@ -11,8 +11,8 @@ from fastapi.responses import HTMLResponse
 from workly.audit import AuditFilter
 from workly.errors import NotFoundError
 from workly.ui.access import require_same_origin
-from workly.ui.rendering import PAGE_SIZE, could_be_id, error, older_link, page_start, render
-from workly.ui.webhook_pages import MAX_FILTER, event_row
+from workly.ui.rendering import PAGE_SIZE, error, older_link, page_start, render
+from workly.ui.webhook_pages import event_row, filter_text
 from workly.web.access_representation import audit_json, tenant_json
 from workly.web.dependencies import ServiceDep
 from workly.web.webhook_representation import endpoint_json
@@ -31,10 +31,10 @@ async def tenant_list(request: Request, service: ServiceDep, cursor: str | None 
     )  # fmt: skip
 
 
-@router.get("/tenants/{tenant}")
+@router.get("/tenants/{tenant:path}")  # a tenant may hold a "/"
 async def tenant_page(request: Request, tenant: str, service: ServiceDep) -> HTMLResponse:
     try:
-        if not (could_be_id(tenant) and len(tenant) <= MAX_FILTER):
+        if filter_text(tenant) is None:
             raise NotFoundError(tenant)
         found = await service.tenants.get_tenant(tenant)
         endpoints, _ = await service.webhooks.list_endpoints(tenant, PAGE_SIZE, None)
@@ -56,8 +56,9 @@ async def audit_page(
     tenant: str | None = None,
     cursor: str | None = None,
 ) -> HTMLResponse:
-    chosen = {name: (value or "")[:MAX_FILTER] or None for name, value in
-              (("actor", actor), ("action", action), ("tenant", tenant))}  # fmt: skip
+    chosen = {
+        name: filter_text(value) for name, value in (("actor", actor), ("action", action), ("tenant", tenant))
+    }
     entries, next_seq = await service.audit.list_audit(
         AuditFilter(chosen["actor"], chosen["action"], chosen["tenant"]), PAGE_SIZE, page_start(cursor)
     )

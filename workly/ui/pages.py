@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from workly.access import BOOTSTRAP
+from workly.access import ANONYMOUS, BOOTSTRAP
 from workly.api_keys import looks_like_key
 from workly.errors import ConflictError, NotFoundError, PermissionDenied
 from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
@@ -48,6 +48,7 @@ from workly.ui.rendering import (
 from workly.web import representation as rep
 from workly.web.dependencies import ServiceDep
 from workly.web.guards import SESSION_COOKIE
+from workly.web.principals import audit_note_of, set_principal
 from workly.web.problems import problem_for_exception
 from workly.web.tokens import TokenSet
 from workly.webhooks import ENDPOINT_PREFIX
@@ -89,8 +90,10 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
 
 @pages.get("")
 async def overview(request: Request, service: ServiceDep, done: str | None = None) -> Response:
-    if service.principal.tenant is not None:  # queues are no tenant's: its endpoints instead
-        return RedirectResponse("/ui/endpoints", status_code=303)
+    viewer = service.principal
+    if viewer.tenant is not None or not viewer.can("read"):
+        # Queues are no tenant's, and a publisher reads tasks and events only: where it can look.
+        return RedirectResponse("/ui/endpoints" if viewer.can("read") else "/ui/events", status_code=303)
     queues = await service.queues.list_queues()
     delivered = await service.queues.delivered_in_last(THROUGHPUT_WINDOW)
     # An endpoint's queue is shown with the rest; it is enabled or disabled on its endpoint's page.
@@ -237,8 +240,16 @@ async def login(request: Request) -> Response:
     if found is None and looks_like_key(offered.encode()):
         found = await service.keys.authenticate(offered.encode())
     if found is None:  # a 401, counted as one the API answers (web/audit_trail.py)
+        set_principal(request.scope, ANONYMOUS)  # not the browser's earlier session, if any
         return render(request, "login.html", code=401, after=after, failed=True)
+    earlier = request.cookies.get(SESSION_COOKIE)
+    if earlier is not None:  # logging in again ends the session the browser had
+        await service.sessions.close(earlier)
     cookie = await service.sessions.open(found, token_digest)
+    # Its audit entry names who logged in (web/audit_trail.py records it as the answer leaves).
+    set_principal(request.scope, found)
+    note = audit_note_of(request.scope)
+    note.action, note.target, note.tenant = "session.login", found.key_id or "token", found.tenant
     response = RedirectResponse(after, status_code=303)
     response.set_cookie(
         SESSION_COOKIE, cookie, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="strict",

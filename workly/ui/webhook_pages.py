@@ -57,7 +57,7 @@ async def endpoint_list(
     cursor: str | None = None,
     done: str | None = None,
 ) -> HTMLResponse:
-    chosen_tenant = _filter_text(tenant)
+    chosen_tenant = filter_text(tenant)
     endpoints, next_seq = await service.webhooks.list_endpoints(chosen_tenant, PAGE_SIZE, page_start(cursor))
     return render(
         request, "endpoints.html", endpoints=[endpoint_json(e) for e in endpoints], tenant=chosen_tenant,
@@ -147,7 +147,7 @@ async def event_list(
 ) -> HTMLResponse:
     # Filters come from the page's own form: one that could match no event lists every event.
     chosen_type = type if type and _is_event_type(type) else None
-    chosen_tenant = _filter_text(tenant)
+    chosen_tenant = filter_text(tenant)
     events, next_seq = await service.webhooks.list_events(
         chosen_type, chosen_tenant, PAGE_SIZE, page_start(cursor)
     )
@@ -205,7 +205,7 @@ def _payload_text(event: Event) -> str | None:
 # --- filters -----------------------------------------------------------------------------------
 
 
-def _filter_text(value: str | None) -> str | None:
+def filter_text(value: str | None) -> str | None:
     """A tenant filter as the API accepts one (1-255 characters, no control characters);
     anything else is no filter."""
     if not value or len(value) > MAX_FILTER or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):

@@ -3,9 +3,12 @@ request refused with 401 or 403, written before the answer leaves, so that a cli
 got its answer finds the entry.
 
 It wraps the guards: it sees their 401s, and the principal they found. It also keeps the
-count of failed authentications (auth_failures.py): every 401, and every 403 to a caller
-without a credential, counts; an address past the limit is answered 429 before anything
-else (and not recorded: a flood of refusals must not become a flood of rows). What the request did
+count of failed authentications (auth_failures.py): a 401 to a request that offered a
+credential (a bearer, or the login form) counts, and an address past the limit is answered
+429 before anything else. A refusal of a request that offered none counts for nothing (any
+web page can make a browser send those: they must not lock its user out), but at most
+``ANONYMOUS_RECORDED`` of them per minute and address are recorded, so that they cannot
+flood the log. What the request did
 (its action, target, tenant and redacted changes) is what the service's access layer noted
 in the request's ``AuditNote`` (workly/service/access); a request that never reached a use
 case (refused by a guard, or invalid) is recorded as its method and path.
@@ -22,13 +25,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from workly.audit import AuditEntry, Outcome
 from workly.ids import new_id
 from workly.web.auth_failures import AuthFailures, too_many_failures
-from workly.web.principals import audit_note_of, principal_of
+from workly.web.principals import audit_note_of, bearer_of, principal_of
 
 Record = Callable[[AuditEntry], Awaitable[None]]
 _CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Recorded as the tasks and events they store, unless refused (DESIGN.md).
 _NOT_AUDITED = frozenset({"task.enqueue", "event.publish"})
 _AUDITED_PATHS = ("/v1/", "/ui/")
+ANONYMOUS_RECORDED = 20  # refusals of requests without a credential, per minute and address
 # … and the same requests when they fail before reaching the service (an invalid body).
 _ENQUEUE_OR_PUBLISH = re.compile(r"/v1/queues/[^/]+/tasks(/batch)?|/v1/events")
 _SESSION_ACTIONS = {"/ui/login": "session.login", "/ui/logout": "session.logout"}
@@ -44,6 +48,8 @@ class AuditTrail:
         self._record = record
         self._now = now
         self._failures = failures
+        # Refusals without a credential recorded per address (its "blocked" time: recorded no more).
+        self._anonymous = AuthFailures(limit=ANONYMOUS_RECORDED)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -59,13 +65,22 @@ class AuditTrail:
         async def send_after_recording(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if status == 401 or (status == 403 and principal_of(scope).type == "anonymous"):
+                offered = _offered_credential(scope)
+                if status == 401 and offered:
                     self._failures.failed(address)
-                if _audited(scope, note.action, status):
+                if _audited(scope, note.action, status) and self._may_record(scope, status, offered, address):
                     await self._record(self._entry(scope, status))
             await send(message)
 
         await self._app(scope, receive, send_after_recording)
+
+    def _may_record(self, scope: Scope, status: int, offered: bool, address: str) -> bool:
+        if status not in (401, 403) or offered or principal_of(scope).type != "anonymous":
+            return True
+        if self._anonymous.blocked_for(address):
+            return False
+        self._anonymous.failed(address)
+        return True
 
     def _entry(self, scope: Scope, status: int) -> AuditEntry:
         note = audit_note_of(scope)
@@ -86,6 +101,13 @@ class AuditTrail:
             user_agent=None if user_agent is None else _printable(user_agent.decode("latin-1")),
             changes=note.changes if status < 400 else {},
         )
+
+
+def _offered_credential(scope: Scope) -> bool:
+    """A bearer, or the login form (whose body holds a token or key)."""
+    if scope["path"] == "/ui/login" and scope["method"] == "POST":
+        return True
+    return bearer_of(scope["headers"]) is not None
 
 
 def _client_address(scope: Scope) -> str:

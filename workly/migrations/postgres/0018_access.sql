@@ -52,7 +52,7 @@ CREATE TABLE sessions (
     id           text NOT NULL UNIQUE,
     digest       text NOT NULL UNIQUE,
     key_id       text,
-    token_digest text,
+    token_mac    text,
     created_at   timestamptz NOT NULL,
     expires_at   timestamptz NOT NULL,
     ended_at     timestamptz

@@ -52,7 +52,7 @@ CREATE TABLE sessions (
     id           TEXT NOT NULL UNIQUE,
     digest       TEXT NOT NULL UNIQUE,
     key_id       TEXT,
-    token_digest TEXT,
+    token_mac    TEXT,
     created_at   INTEGER NOT NULL,
     expires_at   INTEGER NOT NULL,
     ended_at     INTEGER

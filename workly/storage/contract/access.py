@@ -57,9 +57,7 @@ class AuditStore(Protocol):
 
 
 class SessionStore(Protocol):
-    async def create_session(
-        self, session: Session, digest: str, now: datetime, prune_before: datetime
-    ) -> None:
+    async def create_session(self, session: Session, digest: str, prune_before: datetime) -> None:
         """Store a new session, found by ``digest``; first delete up to 100 sessions that
         expired or ended before ``prune_before`` (logins keep the table small)."""
 

@@ -130,9 +130,7 @@ class PostgresSessions:
         self._pool = db.pool
         self._q = db.q
 
-    async def create_session(
-        self, session: Session, digest: str, now: datetime, prune_before: datetime
-    ) -> None:
+    async def create_session(self, session: Session, digest: str, prune_before: datetime) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
             await fetch(conn, self._q.prune_sessions, cutoff=prune_before, limit=100)
             await fetch(conn, self._q.insert_session, **session_params(session, digest, _same))

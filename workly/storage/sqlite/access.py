@@ -151,9 +151,7 @@ class SqliteSessions:
         self._reader = db.reader
         self._acknowledged = db.acknowledged
 
-    async def create_session(
-        self, session: Session, digest: str, now: datetime, prune_before: datetime
-    ) -> None:
+    async def create_session(self, session: Session, digest: str, prune_before: datetime) -> None:
         await self._writer.transaction(
             self._acknowledged, _create_session, session_params(session, digest, to_us), to_us(prune_before)
         )

@@ -78,8 +78,8 @@ DELETE FROM audit_log WHERE seq IN (
 ) RETURNING seq;
 
 -- name: insert_session
-INSERT INTO sessions (id, digest, key_id, token_digest, created_at, expires_at)
-VALUES (:id, :digest, :key_id, :token_digest, :now, :expires_at)
+INSERT INTO sessions (id, digest, key_id, token_mac, created_at, expires_at)
+VALUES (:id, :digest, :key_id, :token_mac, :created_at, :expires_at)
 RETURNING *;
 
 -- name: session_by_digest
