@@ -106,7 +106,7 @@ async def pg_fresh_db(pg_server: str) -> AsyncIterator[str]:
 _TEST_TABLES = (
     "queues", "tasks", "attempts", "queue_releases", "queue_turns", "endpoints", "events", "breakers",
     "operations", "schedules", "sql_arrivals", "task_counts", "delivery_minutes", "tenants", "api_keys",
-    "audit_log",
+    "audit_log", "event_types", "settings",
 )  # fmt: skip
 _BIG = 1000
 _EMPTY_TABLES = f"""

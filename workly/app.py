@@ -23,6 +23,7 @@ from workly.access import Principal
 from workly.api import (
     audit,
     endpoints,
+    event_types,
     events,
     health,
     keys,
@@ -83,6 +84,7 @@ def create_app(service: Service, *, anonymous: bool = False) -> ASGIApp:
     app.include_router(queues.router)
     app.include_router(endpoints.router)
     app.include_router(events.router)
+    app.include_router(event_types.router)
     app.include_router(operations.router)
     app.include_router(schedules.router)
     app.include_router(tenants.router)

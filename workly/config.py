@@ -77,6 +77,11 @@ class Settings(BaseSettings):
         ge=0,
         description="seconds succeeded tasks (and their attempts) are kept; 0 = forever",
     )
+    event_types: Literal["open", "strict"] = Field(
+        default="open",
+        description="open: any event type may be published (one with a schema is validated); strict: only "
+        "catalogue types, by the API and SQL's publish_event alike",
+    )
     audit_retention: float = Field(
         default=90 * 86400,
         ge=0,

@@ -10,17 +10,21 @@ WorklyError
 │   ├── OperationNotFound
 │   ├── ScheduleNotFound
 │   ├── TenantNotFound
-│   └── ApiKeyNotFound
+│   ├── ApiKeyNotFound
+│   └── EventTypeNotFound
 ├── ConflictError          the request does not fit the current state → 409
 │   ├── TaskStateConflict
 │   ├── QueueOfEndpoint    a queue that belongs to an endpoint is changed through it
 │   ├── TooManyEndpoints   a tenant's max_endpoints is reached
 │   ├── EndpointInUse      an endpoint with deliveries is given to another tenant
+│   ├── EndpointDisabled   a test event for a disabled endpoint
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 │   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
 ├── InvalidOperation       a bulk operation that names no filter      → 422
 ├── InvalidSchedule        a schedule whose fields contradict each other → 422
+├── InvalidEventType       a schema or example that cannot be used, a type strict mode refuses → 422
+├── InvalidPayload         a payload its type's schema rejects (JSON Pointer errors) → 422
 ├── TooLarge               an input over a configured size limit       → 413
 ├── PermissionDenied       the caller's role lacks what the call needs  → 403
 └── StorageError           the database failed an operation            → 500
@@ -90,6 +94,12 @@ class TenantNotFound(NotFoundError):
         self.tenant = tenant
 
 
+class EventTypeNotFound(NotFoundError):
+    def __init__(self, event_type: str) -> None:
+        super().__init__(f"event type {event_type!r} is not in the catalogue")
+        self.event_type = event_type
+
+
 class ApiKeyNotFound(NotFoundError):
     def __init__(self, key_id: str) -> None:
         super().__init__(f"API key {key_id!r} does not exist")
@@ -152,6 +162,15 @@ class EndpointInUse(ConflictError):
         self.endpoint_id = endpoint_id
 
 
+class EndpointDisabled(ConflictError):
+    def __init__(self, endpoint_id: str) -> None:
+        super().__init__(
+            f"endpoint {endpoint_id!r} is disabled: a test event would wait there; enable it first "
+            f"(POST /v1/endpoints/{endpoint_id}/enable)"
+        )
+        self.endpoint_id = endpoint_id
+
+
 class InvalidQueueConfig(WorklyError):
     """A queue configuration whose fields contradict each other."""
 
@@ -167,6 +186,26 @@ class InvalidOperation(WorklyError):
 class InvalidSchedule(WorklyError):
     """A schedule that cannot be stored as asked (a queue for an event, a cron or time zone
     a change makes invalid)."""
+
+
+class InvalidEventType(WorklyError):
+    """An event type's schema or examples that cannot be used, or a type that is not in the
+    catalogue where WORKLY_EVENT_TYPES=strict wants one. ``errors``: (JSON Pointer, message)."""
+
+    def __init__(self, message: str, errors: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
+class InvalidPayload(WorklyError):
+    """A published payload that its event type's schema rejects; ``errors`` say where, as
+    (JSON Pointer into the payload, message)."""
+
+    def __init__(self, event_type: str, errors: list[tuple[str, str]], total: int) -> None:
+        shown = "; ".join(f"{path or '(the payload)'}: {message}" for path, message in errors[:3])
+        more = f" (and {total - 3} more)" if total > 3 else ""
+        super().__init__(f"the payload does not match the schema of {event_type!r}: {shown}{more}")
+        self.errors = errors
 
 
 class ReservedName(WorklyError):

@@ -128,6 +128,7 @@ class Task:
     callback_url: str | None = None
     failure_callback_url: str | None = None
     callback_of: str | None = None
+    test: bool = False  # sent by POST /v1/endpoints/{id}/test
     # A running task: the process holding it (host:pid) and when its lease ends (then the
     # reaper returns it to ready, if that process is gone).
     lease_holder: str | None = None

@@ -16,12 +16,18 @@ from typing import Any, Literal
 from workly.models import TaskStatus
 from workly.task_json import time_text
 
-Action = Literal["retry", "cancel"]
+Action = Literal["retry", "cancel", "replay"]
 OperationState = Literal["running", "succeeded", "failed"]
+# What POST /v1/operations asks for; a replay is asked for through its endpoint
+# (POST /v1/endpoints/{id}/replay) and goes through events, not tasks (docs/webhooks.md).
 ACTIONS: tuple[Action, ...] = ("retry", "cancel")
 CHUNK = 1000  # tasks per transaction: short enough that claims and enqueues never wait long
 # The statuses each action changes; a matched task in any other status is skipped.
-CHANGES_FROM: dict[Action, tuple[TaskStatus, ...]] = {"retry": ("failed", "canceled"), "cancel": ("ready",)}
+CHANGES_FROM: dict[Action, tuple[TaskStatus, ...]] = {
+    "retry": ("failed", "canceled"),
+    "cancel": ("ready",),
+    "replay": (),
+}
 
 
 @dataclass(frozen=True, slots=True)

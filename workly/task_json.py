@@ -80,6 +80,7 @@ def task_json(task: Task, known_body: BodyFields | None = None) -> dict[str, Any
         "endpoint_id": task.endpoint_id,
         "stop_on": list(task.stop_on),
         "callback_of": task.callback_of,
+        "test": task.test,
         # A running task: which process holds it, and when the reaper takes it back if that
         # process is gone (a restart interrupted it, say).
         "lease": None

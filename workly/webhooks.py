@@ -9,13 +9,16 @@ applies them (docs/webhooks.md).
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
+from workly.event_filter import EventFilter, filter_document, stored_filter
+from workly.json_text import to_json
 from workly.models import QueueConfig, TaskStatus
 from workly.request_rules import plain_origin
 
@@ -28,6 +31,12 @@ MAX_EVENT_TYPE = 128
 MAX_EVENT_TYPES = 100
 WORKLY_EVENT_PREFIX = "workly."
 HealthState = Literal["healthy", "failing", "open", "disabled"]
+PayloadFormat = Literal["raw", "envelope"]
+PAYLOAD_FORMATS: tuple[PayloadFormat, ...] = ("raw", "envelope")
+MAX_LABELS = 10
+LABEL_KEY = r"[A-Za-z0-9_-]{1,64}"
+_LABEL_KEY = re.compile(LABEL_KEY)
+MAX_LABEL_VALUE = 256
 HEALTH_STATES: tuple[HealthState, ...] = ("healthy", "failing", "open", "disabled")
 
 
@@ -102,6 +111,61 @@ def matches(patterns: tuple[str, ...] | None, event_type: str) -> bool:
     return False
 
 
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """An event's labels: at most 10 pairs, keys of letters, digits, '_' and '-' (a filter
+    names them as ``labels.<key>``), string values of at most 256 characters."""
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"at most {MAX_LABELS} labels")
+    for key, value in labels.items():
+        if not _LABEL_KEY.fullmatch(key):
+            raise ValueError(f"label {key!r}: keys are 1 to 64 letters, digits, '_' or '-'")
+        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or "\x00" in value:
+            raise ValueError(f"label {key!r}: values are strings of at most {MAX_LABEL_VALUE} characters")
+    return labels
+
+
+class Routing:
+    """Which endpoints one event reaches: their types, then their filters. The document a
+    filter reads is made once per event, and only if some endpoint has a filter."""
+
+    def __init__(self, event_type: str, tenant: str | None, labels: dict[str, str] | None,
+                 payload: bytes, content_type: str) -> None:  # fmt: skip
+        self._type = event_type
+        self._tenant = tenant
+        self._labels = labels
+        self._payload = payload
+        self._content_type = content_type
+        self._document: dict[str, object] | None = None
+
+    def takes(self, patterns: tuple[str, ...] | None, filter_source: str | None) -> bool:
+        """Whether an endpoint subscribed to ``patterns`` with this stored filter takes it."""
+        if not matches(patterns, self._type):
+            return False
+        if filter_source is None:
+            return True
+        if self._document is None:
+            self._document = filter_document(
+                self._type, self._tenant, self._labels, self._payload, self._content_type
+            )
+        return stored_filter(filter_source).matches(self._document)
+
+
+def envelope(event_type: str, timestamp: str, payload: bytes, content_type: str) -> bytes:
+    """The Standard Webhooks envelope ``{"type", "timestamp", "data"}`` around the payload's
+    bytes as published (never re-serialised); a payload that is not JSON goes as
+    ``data_base64``."""
+    head = b'{"type":' + to_json(event_type).encode() + b',"timestamp":' + to_json(timestamp).encode()
+    if content_type == "application/json":
+        return head + b',"data":' + payload + b"}"
+    return head + b',"data_base64":' + to_json(base64.b64encode(payload).decode()).encode() + b"}"
+
+
+def envelope_time(value: datetime) -> str:
+    """The envelope's timestamp: RFC 3339 in UTC with microseconds (the SQL publish_event
+    writes the same)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def origin_of(url: str) -> str:
     """The destination origin a plain task's breaker counts for: scheme://host:port."""
     # Every enqueue asks, and a queue's tasks go to a few origins: a plain URL's is
@@ -135,6 +199,8 @@ class EndpointSpec:
     tenant: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delivery: QueueConfig = field(default_factory=QueueConfig)
+    payload_format: PayloadFormat = "raw"
+    filter: EventFilter | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +237,10 @@ class NewEvent:
     failure_callback_url: str | None = None
     traceparent: str | None = None  # W3C trace context, given to each of its deliveries
     tracestate: str | None = None
+    labels: dict[str, str] | None = None
+
+    def routing(self) -> Routing:
+        return Routing(self.type, self.tenant, self.labels, self.payload, self.content_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +265,7 @@ class Event:
     deliveries: list[Delivery]
     callback_url: str | None = None
     failure_callback_url: str | None = None
+    labels: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

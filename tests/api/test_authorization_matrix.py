@@ -30,7 +30,11 @@ Needs = Literal["read", "read_messages", "read_secret", "publish", "write", "man
 # What the route addresses: "global" (no tenant's: queues, plain tasks, schedules,
 # operations, keys, audit, metrics), "list"/"create" (a tenant key lists or makes its own),
 # or the tenant-owned object named by the path (its own tenant's, or the other's).
-Addresses = Literal["global", "list", "create", "endpoint", "event", "task", "tenant", "own-record"]
+# "catalogue": event types, which every key reads (a tenant's too) and only an untenanted
+# key changes (a tenant key: 403, it knows they exist).
+Addresses = Literal[
+    "global", "list", "create", "endpoint", "event", "task", "tenant", "own-record", "catalogue"
+]
 GRANTS = {
     "admin": {"read", "read_messages", "read_secret", "publish", "write", "manage_access", "nothing"},
     "reader": {"read", "read_messages", "nothing"},
@@ -65,6 +69,13 @@ RULES: dict[tuple[str, str], tuple[Needs, Addresses]] = {
     ("POST", "/v1/endpoints/{endpoint_id}/disable"): ("write", "endpoint"),
     ("POST", "/v1/endpoints/{endpoint_id}/recover"): ("write", "endpoint"),
     ("GET", "/v1/endpoints/{endpoint_id}/tasks"): ("read_messages", "endpoint"),
+    ("POST", "/v1/endpoints/{endpoint_id}/replay"): ("write", "endpoint"),
+    ("POST", "/v1/endpoints/{endpoint_id}/test"): ("write", "endpoint"),
+    ("PUT", "/v1/event-types/{event_type}"): ("write", "catalogue"),
+    ("PATCH", "/v1/event-types/{event_type}"): ("write", "catalogue"),
+    ("DELETE", "/v1/event-types/{event_type}"): ("write", "catalogue"),
+    ("GET", "/v1/event-types/{event_type}"): ("read", "catalogue"),
+    ("GET", "/v1/event-types"): ("read", "catalogue"),
     ("POST", "/v1/events"): ("publish", "create"),
     ("GET", "/v1/events"): ("read_messages", "list"),
     ("GET", "/v1/events/{event_id}"): ("read_messages", "event"),
@@ -100,6 +111,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/endpoints"): {"url": HOOK},
     ("PATCH", "/v1/endpoints/{endpoint_id}"): {"description": "changed"},
     ("POST", "/v1/endpoints/{endpoint_id}/recover"): {"since": "2020-01-01T00:00:00Z"},
+    ("POST", "/v1/endpoints/{endpoint_id}/replay"): {"since": "2020-01-01T00:00:00Z"},
+    ("PUT", "/v1/event-types/{event_type}"): {"description": "changed"},
+    ("PATCH", "/v1/event-types/{event_type}"): {"description": "changed"},
     ("POST", "/v1/events"): {"type": "invoice.paid", "payload": {"n": 1}},
     ("POST", "/v1/operations"): {"action": "cancel", "filter": {"queue": "q"}},
     ("POST", "/v1/schedules"): {"cron": "0 0 * * *", "task": {"url": HOOK}},
@@ -143,6 +157,7 @@ async def _ok(response: httpx.Response) -> dict[str, Any]:
 
 async def build(http: httpx.AsyncClient) -> dict[str, str]:
     ids: dict[str, str] = {}
+    await _ok(await http.put("/v1/event-types/invoice.paid", json={"examples": [{"n": 1}]}))
     for tenant in ("acme", OTHER):
         private, _ = generate_key_pair()
         endpoint = await _ok(await http.post("/v1/endpoints", json={"url": HOOK, "tenant": tenant,
@@ -195,6 +210,7 @@ def fill(template: str, ids: dict[str, str], whose: str) -> str:
         "{schedule_id}": lambda: ids["schedule"],
         "{operation_id}": lambda: ids["operation"],
         "{key_id}": lambda: ids["key"],
+        "{event_type}": lambda: "invoice.paid",
     }
     for placeholder, value in values.items():
         if placeholder in template:
@@ -205,6 +221,8 @@ def fill(template: str, ids: dict[str, str], whose: str) -> str:
 def expected(role: str, tenant: str | None, needs: Needs, addresses: Addresses, whose: str) -> int | str:
     """403, 404, or "allowed" (any answer but 401, 403 and 404)."""
     lacks = needs not in GRANTS[role]
+    if addresses == "catalogue":
+        return 403 if lacks or (tenant is not None and needs == "write") else "allowed"
     if tenant is not None:
         if addresses == "global" or (addresses not in ("list", "create") and whose != tenant):
             return 404

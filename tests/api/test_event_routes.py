@@ -34,6 +34,7 @@ EVENT_FIELDS = {
     "deliveries",
     "callback_url",
     "failure_callback_url",
+    "labels",
 }
 
 

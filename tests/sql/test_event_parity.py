@@ -14,17 +14,20 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+import asyncpg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.sql.parity import Rig, Verdict
 from tests.sql.parity_inputs import json_values, texts, urls
+from tests.support.servers import TEST_SECRET, in_process
+from workly.config import Settings
 
 TYPES = {
     "type": "text", "payload": "jsonb", "payload_base64": "text", "tenant": "text", "key": "text",
     "idempotency_key": "text", "delay": "float8", "run_at": "timestamptz", "callback_url": "text",
-    "failure_callback_url": "text",
+    "failure_callback_url": "text", "labels": "jsonb",
 }  # fmt: skip
 COMPARED = (
     "type",
@@ -34,6 +37,7 @@ COMPARED = (
     "content_type",
     "callback_url",
     "failure_callback_url",
+    "labels",
 )
 DELIVERIES = """
     SELECT endpoint_id, queue, url, method, headers::text AS headers, body, key, priority, breaker,
@@ -49,6 +53,23 @@ ENDPOINTS = [
         "headers": {"Content-Type": "text/x"},
     },
     {"url": "http://127.0.0.1:9/acme", "tenant": "acme"},
+    # Content filters (workly/event_filter.py; tests/sql/test_filter_jsonpath.py tries every
+    # operator) and an envelope: the API's fan-out and the SQL function route alike.
+    {"url": "http://127.0.0.1:9/eu", "filter": {"labels.region": "eu"}},
+    {"url": "http://127.0.0.1:9/big", "filter": {"payload.amount": {"$gte": 100}}},
+    {
+        "url": "http://127.0.0.1:9/not-user",
+        "filter": {
+            "$not": {"type": {"$in": ["user.x", "user.signed_up"]}},
+            "labels.tier": {"$exists": False},
+        },
+    },
+    {
+        "url": "http://127.0.0.1:9/acme-eu",
+        "tenant": "acme",
+        "filter": {"$or": [{"labels.region": "eu"}, {"payload": "x"}]},
+    },
+    {"url": "http://127.0.0.1:9/envelope", "payload_format": "envelope", "event_types": ["invoice.*"]},
 ]
 
 
@@ -108,6 +129,10 @@ def _delivery(row: dict[str, Any], content_type: str, absolute: bool) -> dict[st
     apart, so the time from creation differs), else so long after creation."""
     headers = {name.lower(): value for name, value in json.loads(row["headers"]).items()}
     body = _payload({"payload": row["body"], "content_type": content_type})
+    if row["url"].endswith("/envelope"):  # made moments apart: the timestamps differ
+        body = json.loads(row["body"], parse_float=Decimal, parse_int=Decimal)
+        assert body.keys() >= {"type", "timestamp"}
+        body["timestamp"] = "(when published)"
     shown = {**row, "headers": headers, "body": body}
     if absolute:
         del shown["due_in"]
@@ -142,6 +167,14 @@ TABLE: list[tuple[dict[str, Any], bool]] = [
     ({"type": "t", "payload": 1, "callback_url": "https://example.com/cb"}, True),
     ({"type": "t", "payload": 1, "failure_callback_url": "http://u@example.com/"}, False),
     ({"type": "t", "payload_base64": "A" * ((256 * 1024 // 3 + 1) * 4)}, False),
+    ({"type": "invoice.paid", "payload": {"amount": 100}, "labels": {"region": "eu"}}, True),
+    ({"type": "invoice.paid", "payload": {"amount": 99.5}, "labels": {"tier": "gold"}}, True),
+    ({"type": "user.x", "tenant": "acme", "payload": "x", "labels": {}}, True),
+    ({"type": "invoice.paid", "payload_base64": "AAEC", "labels": {"region": "eu"}}, True),
+    ({"type": "t", "payload": 1, "labels": {"bad key": "v"}}, False),
+    ({"type": "t", "payload": 1, "labels": {"k": 1}}, False),
+    ({"type": "t", "payload": 1, "labels": {f"k{n}": "v" for n in range(11)}}, False),
+    ({"type": "t", "payload": 1, "labels": ["region"]}, False),
 ]
 
 
@@ -178,6 +211,15 @@ events = st.fixed_dictionaries(
         ),
         "callback_url": st.one_of(st.none(), urls),
         "failure_callback_url": st.one_of(st.none(), urls),
+        "labels": st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.sampled_from(["region", "tier", "a-b_c", "bad key", "x" * 65, ""]),
+                st.sampled_from(["eu", "us", "", "v" * 256, "v" * 257, 1, None]),
+                max_size=4,
+            ),
+            st.sampled_from([[1], "eu", {f"k{n}": "v" for n in range(11)}]),
+        ),
     },
 )
 
@@ -188,3 +230,64 @@ async def test_generated_events_get_the_same_verdict_and_the_same_deliveries(
     fanout: Rig, fields: dict[str, Any]
 ) -> None:
     await check_parity(fanout, fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "paths"),
+    [
+        (
+            {"type": "invoice.paid", "payload": {"amount": 100}, "labels": {"region": "eu"}},
+            ["/all", "/invoices", "/paid", "/eu", "/big", "/not-user", "/envelope"],
+        ),
+        (
+            {"type": "invoice.created", "payload": {"amount": 99.5}, "labels": {"tier": "gold"}},
+            ["/all", "/invoices", "/envelope"],
+        ),
+        ({"type": "user.x", "payload": {"amount": 1e3}}, ["/all", "/big"]),
+        ({"type": "user.x", "tenant": "acme", "payload": "x"}, ["/acme", "/acme-eu"]),
+        (
+            {"type": "invoice.paid", "payload_base64": "AAEC", "labels": {"region": "eu"}},
+            ["/all", "/invoices", "/paid", "/eu", "/not-user", "/envelope"],
+        ),
+    ],
+)
+async def test_filters_route_the_same_events_to_the_same_endpoints(
+    fanout: Rig, fields: dict[str, Any], paths: list[str]
+) -> None:
+    """The parity above, with the routes spelled out: a filter that matched nothing on either
+    side would pass it too."""
+    for verdict in (await api_publish(fanout, fields), await sql_publish(fanout, fields)):
+        assert verdict.accepted and verdict.related is not None, verdict.detail
+        reached = sorted(delivery["url"].removeprefix("http://127.0.0.1:9") for delivery in verdict.related)
+        assert reached == sorted(paths)
+
+
+async def test_an_envelope_wraps_the_payload_bytes_the_same_way(fanout: Rig) -> None:
+    fields = {"type": "invoice.paid", "payload": {"b": 1, "a": [1.5, "é"]}}
+    for verdict in (await api_publish(fanout, fields), await sql_publish(fanout, fields)):
+        assert verdict.row is not None and verdict.related is not None
+        [delivery] = [d for d in verdict.related if d["url"].endswith("/envelope")]
+        stamp = verdict.row["created_at"].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        head = b'{"type":"invoice.paid","timestamp":"' + stamp.encode() + b'","data":'
+        assert bytes(delivery["body"]) == head + bytes(verdict.row["payload"]) + b"}"
+    raw = {"type": "invoice.paid", "payload_base64": "AAEC"}
+    for verdict in (await api_publish(fanout, raw), await sql_publish(fanout, raw)):
+        assert verdict.related is not None
+        [delivery] = [d for d in verdict.related if d["url"].endswith("/envelope")]
+        assert json.loads(delivery["body"])["data_base64"] == "AAEC"
+
+
+async def test_strict_mode_refuses_an_unknown_type_from_sql_as_from_the_api(pg_url: str) -> None:
+    options = Settings(database_url=pg_url, signing_secret=TEST_SECRET, dispatch=False, event_types="strict")
+    async with in_process(options) as (_, http):
+        conn = await asyncpg.connect(pg_url)
+        try:
+            rig = Rig(http, conn)
+            fields = {"type": "invoice.paid", "payload": {"n": 1}}
+            sql, api = await sql_publish(rig, fields), await api_publish(rig, fields)
+            assert not sql.accepted and not api.accepted
+            assert "catalogue" in sql.detail and "type" in sql.detail
+            assert (await http.put("/v1/event-types/invoice.paid", json={})).status_code == 201
+            assert (await sql_publish(rig, fields)).accepted and (await api_publish(rig, fields)).accepted
+        finally:
+            await conn.close()

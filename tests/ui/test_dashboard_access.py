@@ -18,7 +18,7 @@ from tests.api.test_authorization_matrix import GRANTS, OTHER, Addresses, Needs,
 from tests.support.servers import AUTH, TEST_SECRET, TEST_TOKEN, in_process
 from tests.ui.helpers import origin
 from workly.config import Settings
-from workly.ui import access_pages, operation_pages, pages, schedule_pages, webhook_pages
+from workly.ui import access_pages, catalogue_pages, operation_pages, pages, schedule_pages, webhook_pages
 
 UI_RULES: dict[tuple[str, str], tuple[Needs, Addresses]] = {
     ("GET", "/ui"): ("read", "global"),
@@ -48,6 +48,11 @@ UI_RULES: dict[tuple[str, str], tuple[Needs, Addresses]] = {
     ("GET", "/ui/tenants"): ("read", "list"),
     ("GET", "/ui/tenants/{tenant:path}"): ("read", "tenant"),
     ("GET", "/ui/audit"): ("manage_access", "global"),
+    ("GET", "/ui/event-types"): ("read", "catalogue"),
+    ("GET", "/ui/event-types/{event_type}"): ("read", "catalogue"),
+    ("POST", "/ui/endpoints/{endpoint_id}/test"): ("write", "endpoint"),
+    ("POST", "/ui/endpoints/{endpoint_id}/replay"): ("write", "endpoint"),
+    ("POST", "/ui/endpoints/{endpoint_id}/filter"): ("write", "endpoint"),
 }
 ROUTERS = (
     pages.pages,
@@ -55,6 +60,7 @@ ROUTERS = (
     operation_pages.router,
     schedule_pages.router,
     access_pages.router,
+    catalogue_pages.router,
 )
 UI_ROUTES = [
     (method, route.path) for router in ROUTERS for route in router.routes for method in route.methods

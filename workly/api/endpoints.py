@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 
 from workly.api.pages import Cursor, Limit, page
 from workly.api.schemas import ShortText
-from workly.api.webhook_schemas import EndpointIn, EndpointPatchIn, RecoverIn
+from workly.api.webhook_schemas import EndpointIn, EndpointPatchIn, RecoverIn, ReplayIn, TestIn
 from workly.errors import EndpointNotFound
 from workly.models import TaskStatus
 from workly.web import representation as rep
@@ -96,6 +96,22 @@ async def recover_endpoint(
 ) -> JSONResponse:
     recovered = await service.webhooks.recover_endpoint(endpoint_id, recover.since)
     return JSONResponse({"recovered": recovered})
+
+
+@router.post(
+    "/{endpoint_id}/replay", status_code=202, summary="Deliver the events the endpoint missed since a time"
+)
+async def replay_endpoint(endpoint_id: EndpointPath, replay: ReplayIn, service: ServiceDep) -> JSONResponse:
+    operation = await service.webhooks.replay_endpoint(endpoint_id, replay.since)
+    return JSONResponse(rep.operation_json(operation), status_code=202)
+
+
+@router.post("/{endpoint_id}/test", status_code=202, summary="Send the endpoint a test event")
+async def send_test(
+    endpoint_id: EndpointPath, service: ServiceDep, body: TestIn | None = None
+) -> JSONResponse:
+    task = await service.webhooks.send_test(endpoint_id, None if body is None else body.type)
+    return JSONResponse(rep.task_json(task), status_code=202)
 
 
 @router.get("/{endpoint_id}/tasks", summary="List an endpoint's delivery tasks, newest first")

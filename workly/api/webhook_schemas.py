@@ -23,6 +23,7 @@ from workly.api.schemas import (
     policy_tuples,
 )
 from workly.body import compact_json
+from workly.event_filter import EventFilter, compile_filter
 from workly.ids import new_id
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, QueueConfig
 from workly.request_rules import MAX_URL_LENGTH, check_headers, check_url
@@ -31,7 +32,9 @@ from workly.webhooks import (
     MAX_EVENT_TYPE,
     EndpointSpec,
     NewEvent,
+    PayloadFormat,
     check_event_patterns,
+    check_labels,
     check_published_type,
     check_subscription,
 )
@@ -40,6 +43,15 @@ EventPatterns = Annotated[list[str], AfterValidator(check_event_patterns)]
 # Free text for people: line breaks and tabs, but no other control character (PostgreSQL
 # text cannot even hold NUL).
 Description = Annotated[str, Field(max_length=1024, pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$")]
+_FILTER_DOC = (
+    "a content filter over {type, tenant, labels, payload}: {path: value or {$eq,$ne,$gt,$gte,$lt,$lte,"
+    "$in,$nin,$exists}}, $and, $or, $not; null: every event its types match"
+)
+_FORMAT_DOC = "raw: the payload bytes; envelope: {type, timestamp, data}"
+
+
+def _compiled(value: dict[str, JsonValue] | None) -> EventFilter | None:
+    return None if value is None else compile_filter(value)
 
 
 class EndpointIn(_Strict):
@@ -52,6 +64,8 @@ class EndpointIn(_Strict):
     )
     tenant: ShortText | None = Field(default=None, description="receives only this tenant's events")
     headers: dict[str, str] = Field(default_factory=dict, description="added to every delivery")
+    payload_format: PayloadFormat = Field(default="raw", description=_FORMAT_DOC)
+    filter: dict[str, JsonValue] | None = Field(default=None, description=_FILTER_DOC)
     signing_secret: SigningSecrets | None = Field(
         default=None,
         description="whsec_ secrets (v1, HMAC) and whsk_ ed25519 keys (v1a), space separated, the first "
@@ -80,7 +94,10 @@ class EndpointIn(_Strict):
     @model_validator(mode="after")
     def _workly_events_untenanted(self) -> EndpointIn:
         check_subscription(self.tenant, self.event_types)
+        self._filter = _compiled(self.filter)  # a malformed filter is a 422 here
         return self
+
+    _filter: EventFilter | None = PrivateAttr(default=None)
 
     def spec(self) -> EndpointSpec:
         return EndpointSpec(
@@ -89,6 +106,8 @@ class EndpointIn(_Strict):
             event_types=None if self.event_types is None else tuple(self.event_types),
             tenant=self.tenant,
             headers=self.headers,
+            payload_format=self.payload_format,
+            filter=self._filter,
             delivery=QueueConfig(
                 max_concurrency=self.max_concurrency,
                 rate_limit=self.rate_limit,
@@ -104,7 +123,9 @@ class EndpointIn(_Strict):
         )
 
 
-_NULLABLE = frozenset({"description", "event_types", "tenant", "rate_limit", "signing_secret", "deadline"})
+_NULLABLE = frozenset(
+    {"description", "event_types", "tenant", "rate_limit", "signing_secret", "deadline", "filter"}
+)
 
 
 class EndpointPatchIn(_Strict):
@@ -115,6 +136,8 @@ class EndpointPatchIn(_Strict):
     event_types: EventPatterns | None = None
     tenant: ShortText | None = None
     headers: dict[str, str] | None = None
+    payload_format: PayloadFormat | None = Field(default=None, description=_FORMAT_DOC)
+    filter: dict[str, JsonValue] | None = Field(default=None, description=_FILTER_DOC + " (null removes it)")
     signing_secret: SigningSecrets | None = None
     max_concurrency: int | None = Field(default=None, ge=1, le=10_000)
     rate_limit: float | None = Field(default=None, ge=MIN_RATE_LIMIT, le=1_000_000)
@@ -141,12 +164,17 @@ class EndpointPatchIn(_Strict):
         for name in self.model_fields_set - _NULLABLE:
             if getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null")
+        self._filter = _compiled(self.filter)
         return self
+
+    _filter: EventFilter | None = PrivateAttr(default=None)
 
     def changes(self) -> dict[str, Any]:
         found = policy_tuples({name: getattr(self, name) for name in self.model_fields_set})
         if found.get("event_types") is not None:
             found["event_types"] = tuple(found["event_types"])
+        if "filter" in found:
+            found["filter"] = self._filter
         return found
 
 
@@ -168,6 +196,18 @@ class RecoverIn(_Strict):
         return min(max(in_utc, RUN_AT_MIN), RUN_AT_MAX)
 
 
+class ReplayIn(RecoverIn):
+    since: datetime = Field(
+        description="RFC 3339: events published at or after this time that the endpoint missed are delivered"
+    )
+
+
+class TestIn(_Strict):
+    type: str | None = Field(
+        default=None, max_length=MAX_EVENT_TYPE, description="a catalogue type: its first example is sent"
+    )
+
+
 class EventIn(_Strict):
     type: str = Field(max_length=MAX_EVENT_TYPE, description="such as invoice.paid")
     payload: JsonValue = Field(default=None, description="any JSON value, delivered as compact JSON")
@@ -181,7 +221,15 @@ class EventIn(_Strict):
     failure_callback_url: CallbackUrl | None = Field(
         default=None, description="called after a delivery failed for good"
     )
+    labels: dict[str, str] | None = Field(
+        default=None, description="at most 10 string pairs, for endpoint filters (labels.<key>)"
+    )
     _encoded: tuple[bytes, str] | None = PrivateAttr(default=None)
+
+    @field_validator("labels")
+    @classmethod
+    def _valid_labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return None if value is None else check_labels(value)
 
     @field_validator("type")
     @classmethod
@@ -230,6 +278,7 @@ class EventIn(_Strict):
             failure_callback_url=self.failure_callback_url,
             traceparent=traceparent,
             tracestate=tracestate,
+            labels=self.labels or None,
         )
 
 

@@ -1,6 +1,7 @@
 """The ``workly`` command: the server commands (server.py: dev, serve, migrate, secret) and the
 client commands (workly/client: tasks and queues in commands.py, endpoints and events in
-webhooks.py, schedules in schedules.py, tenants, keys and the audit log in access_commands.py).
+webhooks.py, schedules in schedules.py, tenants, keys and the audit log in access_commands.py,
+the event catalogue, replay and test events in catalogue_commands.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import typer
 
 from workly import __version__
 from workly.cli import doctor, loadtest, secret_key, server
-from workly.client import access_commands, queue_commands
+from workly.client import access_commands, catalogue_commands, queue_commands
 from workly.client import commands as client_commands
 from workly.client import schedules as schedule_commands
 from workly.client import webhooks as webhook_commands
@@ -44,6 +45,7 @@ queue_commands.register(app)
 webhook_commands.register(app)
 schedule_commands.register(app)
 access_commands.register(app)
+catalogue_commands.register(app)
 loadtest.register(app)
 doctor.register(app)
 secret_key.register(app)

@@ -13,7 +13,7 @@ import typer
 from workly.client import access_render, render
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
-from workly.client.inputs import InputError, parse_headers, parse_time
+from workly.client.inputs import InputError, parse_headers, parse_pairs, parse_time, read_data
 from workly.client.render import one_line as render_text
 from workly.signing import PRIVATE_KEY_PREFIX, generate_key_pair, generate_secret
 
@@ -43,15 +43,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _metadata(entries: list[str] | None) -> dict[str, str] | None:
-    if entries is None:
-        return None
-    found = {}
-    for entry in entries:
-        key, sep, value = entry.partition("=")
-        if not sep or not key:
-            raise InputError(f"--metadata {entry!r}: write key=value")
-        found[key] = value
-    return found
+    return None if entries is None else parse_pairs(entries, "--metadata")
 
 
 def _tenant_fields(name: str | None, metadata: list[str] | None, retention: int | None,
@@ -207,6 +199,10 @@ def endpoint_update(
     ] = None,
     header: Annotated[list[str] | None, typer.Option(help="'Name: value', repeatable (replaces all)")] = None,
     max_attempts: Annotated[int | None, typer.Option(help="attempts per delivery")] = None,
+    filter_: Annotated[
+        str | None, typer.Option("--filter", help="a content filter (JSON, @file); null removes it")
+    ] = None,
+    payload_format: Annotated[str | None, typer.Option(help="raw or envelope")] = None,
     server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False,
 ) -> None:  # fmt: skip
     """Change the fields given of an endpoint, keep the others."""
@@ -223,9 +219,14 @@ def endpoint_update(
             changes["headers"] = parse_headers(header)
         if max_attempts is not None:
             changes["max_attempts"] = max_attempts
+        if filter_ is not None:
+            changes["filter"] = read_data(filter_)
+        if payload_format is not None:
+            changes["payload_format"] = payload_format
         if not changes:
             raise InputError(
-                "nothing to change: give --url, --description, --events, --header or --max-attempts"
+                "nothing to change: give --url, --description, --events, --header, --max-attempts, "
+                "--filter or --payload-format"
             )
         return api.update_endpoint(endpoint_id, changes)
 

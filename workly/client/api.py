@@ -184,6 +184,33 @@ class ApiClient:
     def recover_endpoint(self, endpoint_id: str, since: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/endpoints/{_endpoint(endpoint_id)}/recover", json={"since": since})
 
+    def replay_endpoint(self, endpoint_id: str, since: str) -> dict[str, Any]:
+        """The replay operation, as it started (it runs in the background)."""
+        return self._call("POST", f"/v1/endpoints/{_endpoint(endpoint_id)}/replay", json={"since": since})
+
+    def test_endpoint(self, endpoint_id: str, event_type: str | None) -> dict[str, Any]:
+        """The test delivery's task."""
+        body = None if event_type is None else {"type": event_type}
+        return self._call("POST", f"/v1/endpoints/{_endpoint(endpoint_id)}/test", json=body)
+
+    # The event catalogue.
+
+    def event_types(self, include_deprecated: bool, limit: int, cursor: str | None) -> dict[str, Any]:
+        params = _given({"include_deprecated": include_deprecated or None, "limit": limit, "cursor": cursor})
+        return self._call("GET", "/v1/event-types", params=params)
+
+    def event_type(self, event_type: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/event-types/{_id(event_type, 'an event type')}")
+
+    def put_event_type(self, event_type: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/event-types/{_id(event_type, 'an event type')}", json=fields)
+
+    def update_event_type(self, event_type: str, changes: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", f"/v1/event-types/{_id(event_type, 'an event type')}", json=changes)
+
+    def delete_event_type(self, event_type: str) -> None:
+        self._call("DELETE", f"/v1/event-types/{_id(event_type, 'an event type')}", empty=True)
+
     # Tenants, API keys, the audit log.
 
     def tenants(self, limit: int, cursor: str | None) -> dict[str, Any]:
@@ -276,7 +303,12 @@ def _describe_failure(response: httpx.Response, body: Any) -> str:
     if response.status_code == 401:  # the detail names the HTTP header; a CLI user sets an option
         return f"401 {response.reason_phrase}: the server wants a valid API token (--token or WORKLY_TOKEN)"
     if isinstance(body, dict) and isinstance(body.get("detail"), str):
-        return f"{response.status_code} {response.reason_phrase}: {body['detail']}"
+        where = [
+            f"\n  {error['path'] or '(the whole)'}: {error['message']}"
+            for error in body.get("errors") or []
+            if isinstance(error, dict) and isinstance(error.get("path"), str) and "message" in error
+        ]
+        return f"{response.status_code} {response.reason_phrase}: {body['detail']}{''.join(where[:10])}"
     return f"{response.status_code} {response.reason_phrase} from {response.request.url}"
 
 

@@ -103,6 +103,17 @@ def read_data(text: str) -> Any:
         raise InputError(f"{source} is not JSON ({exc}); to send text, quote it as a JSON string") from None
 
 
+def parse_pairs(entries: list[str], option: str) -> dict[str, str]:
+    """'key=value' entries of a repeatable option → a dict."""
+    found = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key:
+            raise InputError(f"{option} {entry!r}: write key=value")
+        found[key] = value
+    return found
+
+
 def parse_headers(values: list[str]) -> dict[str, str]:
     """'Name: value' pairs (repeatable --header) → a dict; a repeated name is refused."""
     headers: dict[str, str] = {}

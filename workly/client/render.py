@@ -209,6 +209,8 @@ def endpoint_detail(endpoint: dict[str, Any], secret: str | None = None) -> str:
     pairs: list[tuple[str, object]] = [
         ("id", endpoint["id"]), ("url", endpoint["url"]), ("description", endpoint["description"]),
         ("state", health["state"]), ("event types", event_types(endpoint)), ("tenant", endpoint["tenant"]),
+        ("filter", None if endpoint.get("filter") is None else json.dumps(endpoint["filter"])),
+        ("payload format", endpoint.get("payload_format")),
         ("headers", "; ".join(f"{name}: {value}" for name, value in endpoint["headers"].items())),
         ("failures", health["consecutive_failures"]), ("failing since", short_time(health["failing_since"])),
         ("last success", short_time(health["last_success_at"])),

@@ -14,7 +14,7 @@ import typer
 from workly.client import render
 from workly.client.api import DEFAULT_SERVER, ApiClient, ClientError
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
-from workly.client.inputs import InputError, parse_delay, parse_headers, read_data
+from workly.client.inputs import InputError, parse_delay, parse_headers, parse_pairs, read_data
 from workly.signing import generate_key_pair, public_key_of
 
 EndpointId = Annotated[str, typer.Argument(help="endpoint id (ep_…)")]
@@ -78,6 +78,13 @@ def endpoint_create(
             "--ed25519", help="sign with a new ed25519 key (v1a): the receiver gets only its public key"
         ),
     ] = False,
+    filter_: Annotated[
+        str | None,
+        typer.Option("--filter", help='a content filter (JSON, @file), e.g. \'{"labels.region": "eu"}\''),
+    ] = None,
+    envelope: Annotated[
+        bool, typer.Option("--envelope", help="deliver {type, timestamp, data} instead of the bare payload")
+    ] = False,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
@@ -86,6 +93,10 @@ def endpoint_create(
     secret, or with --ed25519 the public key)."""
     try:
         body: dict[str, Any] = {"url": url, "event_types": _event_types(events)}
+        if filter_ is not None:
+            body["filter"] = read_data(filter_)
+        if envelope:
+            body["payload_format"] = "envelope"
         if ed25519:
             body["signing_secret"] = generate_key_pair()[0]  # made here, kept only by the server
         if header:
@@ -146,6 +157,9 @@ def publish(
         str | None, typer.Option(help="publishing again with it returns the first event")
     ] = None,
     delay: Annotated[str | None, typer.Option(help="deliver later: 30s, 10m, 2h, 1d")] = None,
+    label: Annotated[
+        list[str] | None, typer.Option(help="'key=value' for endpoint filters, repeatable")
+    ] = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
@@ -155,6 +169,8 @@ def publish(
         body: dict[str, Any] = {"type": event_type, "payload": read_data(data)}
         if delay is not None:
             body["delay"] = parse_delay(delay)
+        if label:
+            body["labels"] = parse_pairs(label, "--label")
     except InputError as exc:
         usage_error(str(exc))
     optional = {"tenant": tenant, "key": key, "idempotency_key": idempotency_key}

@@ -24,6 +24,7 @@ from workly.secret_box import SecretBox
 from workly.service.audit import AuditUseCases
 from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.callbacks import CallbackSender
+from workly.service.catalogue import CatalogueUseCases
 from workly.service.delivery_history import DeliveryHistory
 from workly.service.enqueuer import Enqueuer
 from workly.service.keys import KeyUseCases
@@ -105,6 +106,7 @@ class Parts:
     keys: KeyUseCases
     audit: AuditUseCases
     sessions: SessionUseCases
+    catalogue: CatalogueUseCases
 
 
 def assemble(
@@ -157,6 +159,7 @@ def assemble(
     )
     limit = settings.max_body_bytes
     keys = KeyUseCases(storage.keys, clock)
+    catalogue = CatalogueUseCases(storage.catalogue, clock, settings.event_types)
     # Only a dispatching process runs the operation runner and the scheduler.
     wake_runner = runner.wake if settings.dispatch else _nobody
     wake_scheduler = scheduler.wake if settings.dispatch else _nobody
@@ -181,6 +184,7 @@ def assemble(
             tracing,
             own_events,
             work_available,
+            catalogue,
             max_body_bytes=limit,
             box=box,
         ),
@@ -192,6 +196,7 @@ def assemble(
         keys=keys,
         audit=AuditUseCases(storage.audit),
         sessions=SessionUseCases(storage.sessions, keys, clock),
+        catalogue=catalogue,
     )
 
 

@@ -7,6 +7,7 @@ sender's (service/callbacks.py).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from workly.clock import Clock
 from workly.errors import InvalidOperation, OperationNotFound
@@ -32,6 +33,18 @@ class BulkOperationUseCases:
             raise InvalidOperation("the filter must name at least one field (queue, status, …)")
         operation = await self._operations.create_operation(
             new_id("op"), action, task_filter, self._clock.now()
+        )
+        self._wake_runner()
+        return operation
+
+    async def replay_endpoint(self, endpoint_id: str, since: datetime) -> Operation:
+        """Store a replay: every event of the endpoint's tenant since ``since`` that it takes
+        now and never received is delivered to it, chunk by chunk in the background."""
+        operation = await self._operations.create_operation(
+            new_id("op"),
+            "replay",
+            TaskFilter(endpoint_id=endpoint_id, created_after=since),
+            self._clock.now(),
         )
         self._wake_runner()
         return operation

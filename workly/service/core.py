@@ -34,6 +34,7 @@ from workly.service.access import AuditNote, ScopedService
 from workly.service.assembly import Parts, assemble, open_configured_storage, outbound_client
 from workly.service.audit import AuditUseCases
 from workly.service.bulk_operations import BulkOperationUseCases
+from workly.service.catalogue import CatalogueUseCases
 from workly.service.delivery_history import DeliveryHistory
 from workly.service.keys import KeyUseCases
 from workly.service.queues import QueueUseCases
@@ -122,6 +123,7 @@ class Service:
             if applied:
                 log.info("applied migrations %s", applied)
             self._parts = parts = self._assemble(storage, client)
+            await parts.catalogue.announce_mode()
             if not settings.dispatch:
                 # An API-only process listens too: that is how it learns that dispatching
                 # processes exist, and so announces its changes to them.
@@ -289,6 +291,11 @@ class Service:
     @property
     def audit(self) -> AuditUseCases:
         return self._started().audit
+
+    @property
+    def catalogue(self) -> CatalogueUseCases:
+        """Event types (docs/webhooks.md)."""
+        return self._started().catalogue
 
     @property
     def sessions(self) -> SessionUseCases:

@@ -11,20 +11,26 @@ from typing import Any
 
 from workly.clock import Clock
 from workly.errors import (
+    EndpointDisabled,
     EndpointNotFound,
     EventNotFound,
+    EventTypeNotFound,
     InvalidEndpoint,
+    InvalidEventType,
     NoPublicKey,
     QueueOfEndpoint,
     TooLarge,
 )
 from workly.ids import new_id, new_task_id
+from workly.json_text import to_json
 from workly.models import QueueConfig, Task, TaskStatus, check_queue_config
 from workly.reserved_names import check_client_idempotency_key
 from workly.secret_box import SecretBox
+from workly.service.catalogue import CatalogueUseCases
 from workly.service.own_events import OwnEvents
 from workly.signing import generate_secret, public_keys
 from workly.storage.contract import TaskStore, WebhookStore
+from workly.storage.webhook_rows import delivery_headers
 from workly.trace_context import parse_trace_context, stored
 from workly.tracing import Tracing
 from workly.webhooks import (
@@ -35,12 +41,19 @@ from workly.webhooks import (
     NewEvent,
     Published,
     check_subscription,
+    envelope,
+    envelope_time,
 )
 
 log = logging.getLogger("workly.webhooks")
-_SPEC_FIELDS = frozenset({"url", "description", "event_types", "tenant", "headers"})
+_SPEC_FIELDS = frozenset(
+    {"url", "description", "event_types", "tenant", "headers", "payload_format", "filter"}
+)
 _DELIVERY_FIELDS = frozenset(f.name for f in fields(QueueConfig)) - {"paused"}
 MANUALLY_DISABLED = "disabled by hand (API, CLI or dashboard)"
+JSON = "application/json"
+TEST_TYPE = "workly.test"
+TEST_PAYLOAD = b'{"type":"workly.test"}'  # a test of a type without examples
 
 
 def check_not_endpoint_queue(queue: str) -> None:
@@ -58,6 +71,7 @@ class WebhookUseCases:
         tracing: Tracing,
         own_events: OwnEvents,
         work_available: Callable[[], None],
+        catalogue: CatalogueUseCases,
         *,
         max_body_bytes: int,
         box: SecretBox | None = None,
@@ -70,11 +84,13 @@ class WebhookUseCases:
         self._tracing = tracing
         self._own_events = own_events
         self._work_available = work_available
+        self._catalogue = catalogue
         self._max_body_bytes = max_body_bytes
 
     # --- endpoints -----------------------------------------------------------------
     async def create_endpoint(self, spec: EndpointSpec) -> Endpoint:
         """Store a new endpoint, enabled; a signing secret is generated when none is given."""
+        await self._catalogue.check_subscription(spec.event_types)
         delivery = check_queue_config(replace(spec.delivery, paused=False))
         if delivery.signing_secret is None:
             delivery = replace(delivery, signing_secret=generate_secret())
@@ -102,6 +118,8 @@ class WebhookUseCases:
         delivery_changes = {k: v for k, v in changes.items() if k in _DELIVERY_FIELDS}
         if delivery_changes.get("signing_secret", "") is None:
             delivery_changes["signing_secret"] = generate_secret()  # an endpoint always signs
+        if spec_changes.get("event_types") is not None:
+            await self._catalogue.check_subscription(spec_changes["event_types"])
 
         box = self._box
 
@@ -160,6 +178,36 @@ class WebhookUseCases:
             self._work_available()
         return recovered
 
+    async def send_test(self, endpoint_id: str, event_type: str | None) -> Task:
+        """Deliver a test event to the endpoint: the type's first example (``{"type":
+        "workly.test"}`` without one), as the endpoint receives events (raw or enveloped),
+        signed like any delivery; the task shows ``test: true``."""
+        endpoint = await self.get_endpoint(endpoint_id)
+        if not endpoint.enabled:
+            raise EndpointDisabled(endpoint_id)
+        example = None if event_type is None else await self._example(event_type)
+        payload = TEST_PAYLOAD if example is None else to_json(example).encode()
+        now = self._clock.now()
+        body = payload
+        if endpoint.spec.payload_format == "envelope":
+            body = envelope(event_type or TEST_TYPE, envelope_time(now), payload, JSON)
+        task_id = new_task_id()
+        headers = delivery_headers(endpoint.spec.headers, JSON)
+        await self._webhooks.add_test_delivery(endpoint_id, task_id, body, headers, now)
+        self._work_available()
+        task = await self._tasks.get_task(task_id)
+        assert task is not None, "stored just now"
+        return task
+
+    async def _example(self, event_type: str) -> Any | None:
+        try:
+            return await self._catalogue.first_example(event_type)
+        except EventTypeNotFound:
+            raise InvalidEventType(
+                f"event type {event_type!r} is not in the catalogue: a test sends one of its examples",
+                [("/type", "not in the catalogue")],
+            ) from None
+
     async def list_endpoint_tasks(
         self, endpoint_id: str, status: TaskStatus | None, limit: int, before_seq: int | None
     ) -> tuple[list[Task], int | None]:
@@ -175,6 +223,7 @@ class WebhookUseCases:
         if len(event.payload) > limit:
             size = len(event.payload)
             raise TooLarge(f"the payload is {size:,} bytes; at most {limit:,} (WORKLY_MAX_BODY_BYTES)")
+        await self._catalogue.check_event(event)
         published = await self._publish(event)
         assert published is not None, "stored whether or not an endpoint takes it"
         if published.created and published.event.deliveries:

@@ -1,9 +1,9 @@
 """Named SQL blocks, per dialect (``<dialect>/sql/core.sql`` for tasks, queues, claims and
 migrations, ``webhooks.sql`` for the webhook platform, ``operations.sql`` for bulk
 operations and callbacks, ``schedules.sql`` for schedules, ``stats.sql`` for the counts
-and charts, ``access.sql`` for tenants, API keys and the audit log; the same file names
-and query names in ``postgres/`` and ``sqlite/``), loaded once, looked up by typed names
-and bound by parameter name.
+and charts, ``access.sql`` for tenants, API keys and the audit log, ``catalogue.sql`` for
+event types; the same file names and query names in ``postgres/`` and ``sqlite/``), loaded
+once, looked up by typed names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
 Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
@@ -147,6 +147,7 @@ class CommonQueries:
     prune_events: Query
     publish_targets_untenanted: Query
     endpoint_has_tasks: Query
+    insert_test_delivery: Query
     # Bulk operations and callbacks (<dialect>/sql/operations.sql).
     insert_operation: Query
     get_operation: Query
@@ -160,6 +161,11 @@ class CommonQueries:
     advance_operation: Query
     due_callbacks: Query
     clear_callbacks: Query
+    insert_replay_operation: Query
+    lock_replay_endpoint: Query
+    replay_events: Query
+    replay_deliveries: Query
+    fail_operation: Query
     # Schedules (<dialect>/sql/schedules.sql).
     insert_schedule: Query
     get_schedule: Query
@@ -201,6 +207,15 @@ class CommonQueries:
     session_by_digest: Query
     end_session: Query
     prune_sessions: Query
+    # The event catalogue and shared settings (<dialect>/sql/catalogue.sql).
+    put_event_type: Query
+    lock_event_type: Query
+    update_event_type: Query
+    get_event_type: Query
+    list_event_types: Query
+    delete_event_type: Query
+    catalogue_types: Query
+    put_setting: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +280,7 @@ class SqliteQueries(CommonQueries):
 
 Q = TypeVar("Q", bound=CommonQueries)
 # Each dialect's queries come in files by concern: <dialect>/sql/<part>.sql.
-_PARTS = ("core", "webhooks", "operations", "schedules", "stats", "access")
+_PARTS = ("core", "webhooks", "operations", "schedules", "stats", "access", "catalogue")
 
 
 def parse_blocks(text: str) -> dict[str, str]:

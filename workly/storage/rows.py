@@ -22,6 +22,8 @@ class Row(Protocol):
 
     def __getitem__(self, key: str, /) -> Any: ...
 
+    def get(self, key: str, /) -> Any: ...
+
 
 class Decoders:
     def __init__(self, time: Callable[[Any], datetime], headers: Callable[[Any], dict[str, str]]) -> None:
@@ -75,6 +77,7 @@ def task_from_row(row: Row, dec: Decoders) -> Task:
         callback_url=row["callback_url"],
         failure_callback_url=row["failure_callback_url"],
         callback_of=row["callback_of"],
+        test=bool(row.get("test")),  # enqueue answers leave it out: a new task is no test
         lease_holder=row["lease_holder"],
         lease_expires_at=None if row["lease_expires_at"] is None else dec.time(row["lease_expires_at"]),
     )

@@ -9,8 +9,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from workly.breaker import BreakerState
+from workly.event_filter import filter_text, stored_filter
+from workly.json_text import from_json
 from workly.storage.rows import Decoders, Row, queue_config_from_row
-from workly.webhooks import Delivery, Endpoint, EndpointSpec, Event, Health, NewEvent, health_state
+from workly.webhooks import (
+    Delivery,
+    Endpoint,
+    EndpointSpec,
+    Event,
+    Health,
+    NewEvent,
+    Routing,
+    envelope,
+    envelope_time,
+    health_state,
+)
 
 ListDecoder = Callable[[Any], tuple[str, ...] | None]
 TimeDecoder = Callable[[Any], datetime]
@@ -31,6 +44,8 @@ def endpoint_from_row(row: Row, dec: Decoders, types: ListDecoder) -> Endpoint:
             tenant=row["tenant"],
             headers=dec.headers(row["headers"]),
             delivery=queue_config_from_row(row),
+            payload_format=row["payload_format"],
+            filter=None if row["filter"] is None else stored_filter(row["filter"]),
         ),
         enabled=enabled,
         health=Health(
@@ -59,6 +74,7 @@ def event_from_row(row: Row, deliveries: Sequence[Row], dec: Decoders) -> Event:
         created_at=dec.time(row["created_at"]),
         callback_url=row["callback_url"],
         failure_callback_url=row["failure_callback_url"],
+        labels=labels_from_column(row["labels"]),
         deliveries=[
             Delivery(d["endpoint_id"], d["task_id"], d["status"], d["attempts"])
             for d in deliveries
@@ -81,6 +97,7 @@ def new_event(event: NewEvent, now: datetime, deliveries: Sequence[tuple[str, st
         created_at=now,
         callback_url=event.callback_url,
         failure_callback_url=event.failure_callback_url,
+        labels=event.labels,
         deliveries=[Delivery(endpoint_id, task_id, "ready", 0) for endpoint_id, task_id in deliveries],
     )
 
@@ -130,10 +147,14 @@ def endpoint_params(
         "tenant": spec.tenant,
         "headers": headers,
         "now": now,
+        "payload_format": spec.payload_format,
+        "filter": None if spec.filter is None else filter_text(spec.filter),
+        "filter_path": None if spec.filter is None else spec.filter.jsonpath,
     }
 
 
-def event_params(event: NewEvent, now: Any, run_at: Any) -> dict[str, Any]:
+def event_params(event: NewEvent, now: Any, run_at: Any, labels: Any) -> dict[str, Any]:
+    """publish_event's parameters; ``labels`` encoded by the backend."""
     return {
         "id": event.id,
         "type": event.type,
@@ -146,7 +167,27 @@ def event_params(event: NewEvent, now: Any, run_at: Any) -> dict[str, Any]:
         "now": now,
         "callback_url": event.callback_url,
         "failure_callback_url": event.failure_callback_url,
+        "labels": labels,
     }
+
+
+def labels_from_column(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    return dict(from_json(value) if isinstance(value, str | bytes) else value)
+
+
+def route(event: NewEvent, targets: Sequence[Row], types: ListDecoder) -> list[Row]:
+    """The publish targets (enabled endpoints of the event's tenant) that take the event."""
+    routing = event.routing()
+    return [row for row in targets if routing.takes(types(row["event_types"]), row["filter"])]
+
+
+def enveloped(event: NewEvent, targets: Sequence[Row], now: datetime) -> bytes | None:
+    """The envelope the targets with ``payload_format: envelope`` get (None: none has it)."""
+    if not any(row["payload_format"] == "envelope" for row in targets):
+        return None
+    return envelope(event.type, envelope_time(now), event.payload, event.content_type)
 
 
 def delivery_headers(endpoint_headers: dict[str, str], content_type: str) -> dict[str, str]:
@@ -156,3 +197,25 @@ def delivery_headers(endpoint_headers: dict[str, str], content_type: str) -> dic
     if not any(name.lower() == "content-type" for name in headers):
         headers["content-type"] = content_type
     return headers
+
+
+def replayed(
+    events: Sequence[Row], endpoint: Row, dec: Decoders, types: ListDecoder
+) -> list[tuple[str, bytes, dict[str, str]]]:
+    """Of a replay chunk's events, those the endpoint takes now (its types and filter), each
+    with the body and headers its delivery carries (an envelope's timestamp: the event's
+    creation, as at its publish)."""
+    patterns = types(endpoint["event_types"])
+    endpoint_headers = dec.headers(endpoint["headers"])
+    taken = []
+    for row in events:
+        labels = labels_from_column(row["labels"])
+        payload, content_type = bytes(row["payload"]), row["content_type"]
+        routing = Routing(row["type"], row["tenant"], labels, payload, content_type)
+        if not routing.takes(patterns, endpoint["filter"]):
+            continue
+        body = payload
+        if endpoint["payload_format"] == "envelope":
+            body = envelope(row["type"], envelope_time(dec.time(row["created_at"])), payload, content_type)
+        taken.append((row["id"], body, delivery_headers(endpoint_headers, content_type)))
+    return taken

@@ -2,7 +2,8 @@
 list, a task with its attempts; and
 ``install_dashboard``, which adds these, the webhook pages (webhook_pages.py: endpoints and
 events), the bulk operations (operation_pages.py), the schedules (schedule_pages.py), the
-tenants and the audit log (access_pages.py) and the login page to the app.
+tenants and the audit log (access_pages.py), the event catalogue and an endpoint's routing
+buttons (catalogue_pages.py) and the login page to the app.
 
 Pages read and buttons change through the same service methods as the API; buttons are
 plain form posts that redirect back (post/redirect/get), so the dashboard needs no JavaScript.
@@ -25,7 +26,7 @@ from workly.models import TASK_STATUSES, TaskStatus, is_queue_name
 from workly.service import Service
 from workly.service.access import ScopedService
 from workly.sessions import SESSION_SECONDS
-from workly.ui import access_pages, operation_pages, schedule_pages, webhook_pages
+from workly.ui import access_pages, catalogue_pages, operation_pages, schedule_pages, webhook_pages
 from workly.ui.access import (
     LOGIN_PATH,
     ForeignForm,
@@ -78,6 +79,7 @@ def install_dashboard(app: FastAPI, tokens: TokenSet) -> None:
     app.include_router(operation_pages.router)
     app.include_router(schedule_pages.router)
     app.include_router(access_pages.router)
+    app.include_router(catalogue_pages.router)
     app.add_exception_handler(ForeignForm, _foreign_form)
     # A dashboard page the caller's key may not see or use answers as a page (the API: a problem).
     app.add_exception_handler(PermissionDenied, _refused)

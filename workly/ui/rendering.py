@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -108,3 +108,19 @@ def older_link(path: str, filters: dict[str, str | None], next_seq: int | None) 
 
 async def broken_cursor(request: Request, exc: Exception) -> HTMLResponse:
     return error(request, 400, "That page link is broken: start again from the first page.")
+
+
+MAX_FORM_BYTES = 16 * 1024  # the largest form of the dashboard: an endpoint's filter
+
+
+async def form_value(request: Request, name: str, default: str = "") -> str:
+    """One field of a posted form (url-encoded, as every dashboard form is); a form larger
+    than any of them, or with more fields, reads as empty."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        return default
+    try:
+        form = parse_qs(body.decode(errors="replace"), max_num_fields=4)
+    except ValueError:
+        return default
+    return (form.get(name) or [default])[0]

@@ -21,10 +21,13 @@ from fastapi.responses import HTMLResponse, Response
 
 from workly.body import parse_json
 from workly.errors import NotFoundError
+from workly.event_filter import EventFilter, filter_json
 from workly.media import is_json_type
 from workly.models import TASK_STATUSES, TaskStatus
 from workly.service.access import ScopedService
 from workly.ui.access import require_same_origin
+from workly.ui.catalogue_pages import DONE as ROUTING_DONE
+from workly.ui.catalogue_pages import REPLAY_WINDOWS
 from workly.ui.charts import charts_for
 from workly.ui.rendering import PAGE_SIZE, back, could_be_id, error, link, older_link, page_start, render
 from workly.web import representation as rep
@@ -34,9 +37,11 @@ from workly.webhooks import Event, check_event_type
 
 MAX_FILTER = 255  # a tenant is at most this long (the API's ShortText)
 MAX_PAYLOAD_SHOWN = 64 * 1024  # characters of an event's payload the event page shows
+CATALOGUE_SHOWN = 200  # event types the test button offers
 _DONE = {
     "enabled": "Enabled: it receives new events, and its held tasks flow again.",
     "disabled": "Disabled: it gets no new events, and its pending tasks are held until you enable it.",
+    **ROUTING_DONE,
 }
 
 router = APIRouter(
@@ -91,6 +96,7 @@ async def endpoint_page(
         if service.principal.tenant is None:
             failed = (await service.queues.get_queue(endpoint.id)).counts.get("failed", 0)
         minutes = await service.queues.delivery_history("endpoint", endpoint.id)
+        catalogue, _ = await service.catalogue.list_event_types(False, CATALOGUE_SHOWN, None)
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
     path = f"/ui/endpoints/{endpoint.id}"
@@ -99,7 +105,13 @@ async def endpoint_page(
         statuses=TASK_STATUSES, status=chosen_status, failed=failed,
         charts=charts_for(minutes, service.now()),
         older=older_link(path, {"status": chosen_status}, next_seq), done=_DONE.get(done or ""),
+        filter_text=_filter_text(endpoint.spec.filter), catalogue=[t.type for t in catalogue],
+        replay_windows=list(REPLAY_WINDOWS),
     )  # fmt: skip
+
+
+def _filter_text(found: EventFilter | None) -> str:
+    return "" if found is None else json.dumps(filter_json(found.source), indent=2, ensure_ascii=False)
 
 
 # ?to=list: the button was on the endpoints list, which it returns to (else the endpoint's page).

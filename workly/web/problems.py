@@ -17,7 +17,9 @@ from starlette.types import Scope
 
 from workly.errors import (
     ConflictError,
+    InvalidEventType,
     InvalidOperation,
+    InvalidPayload,
     InvalidQueueConfig,
     InvalidSchedule,
     NotFoundError,
@@ -135,6 +137,13 @@ def _invalid_schedule(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "invalid-schedule")
 
 
+def _invalid_event(exc: Exception, where: str) -> ProblemResponse:
+    assert isinstance(exc, InvalidEventType | InvalidPayload)
+    slug = "invalid-payload" if isinstance(exc, InvalidPayload) else "invalid-event-type"
+    errors = [{"path": path, "message": message} for path, message in exc.errors]
+    return problem(422, str(exc), slug, errors=errors)
+
+
 def _reserved(exc: Exception, where: str) -> ProblemResponse:
     return problem(422, str(exc), "reserved-name")
 
@@ -176,6 +185,7 @@ _DOMAIN_PROBLEMS: list[tuple[tuple[type[Exception], ...], Callable[[Exception, s
     ((InvalidQueueConfig,), _invalid_config),
     ((InvalidOperation,), _invalid_operation),
     ((InvalidSchedule,), _invalid_schedule),
+    ((InvalidEventType, InvalidPayload), _invalid_event),
     ((ReservedName,), _reserved),
     ((TooLarge,), _too_large),
     ((PermissionDenied,), _forbidden),

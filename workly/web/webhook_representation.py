@@ -6,6 +6,8 @@ import base64
 from typing import Any
 
 from workly.body import parse_json
+from workly.event_filter import filter_json
+from workly.event_types import EventType
 from workly.media import is_json_type
 from workly.web.representation import time_or_null
 from workly.webhooks import Endpoint, Event
@@ -21,6 +23,8 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
         "event_types": None if spec.event_types is None else list(spec.event_types),
         "tenant": spec.tenant,
         "headers": spec.headers,
+        "payload_format": spec.payload_format,
+        "filter": None if spec.filter is None else filter_json(spec.filter.source),
         "max_concurrency": delivery.max_concurrency,
         "rate_limit": delivery.rate_limit,
         "max_attempts": delivery.max_attempts,
@@ -67,6 +71,7 @@ def event_json(event: Event) -> dict[str, Any]:
         "created_at": time_or_null(event.created_at),
         "callback_url": event.callback_url,
         "failure_callback_url": event.failure_callback_url,
+        "labels": event.labels or {},
         "deliveries": [
             {
                 "endpoint_id": delivery.endpoint_id,
@@ -76,4 +81,17 @@ def event_json(event: Event) -> dict[str, Any]:
             }
             for delivery in event.deliveries
         ],
+    }
+
+
+def event_type_json(event_type: EventType) -> dict[str, Any]:
+    spec = event_type.spec
+    return {
+        "type": event_type.type,
+        "description": spec.description,
+        "schema": spec.schema,
+        "examples": list(spec.examples),
+        "deprecated": spec.deprecated,
+        "created_at": time_or_null(event_type.created_at),
+        "updated_at": time_or_null(event_type.updated_at),
     }

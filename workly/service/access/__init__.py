@@ -2,7 +2,7 @@
 
 ``Service.scoped(principal)`` returns a ``ScopedService``: the same use cases under the same
 names (``tasks``, ``queues``, ``webhooks``, ``operations``, ``schedules``, ``tenants``,
-``keys``, ``audit``), each of which asks ``Access`` (decisions.py) before it acts. The API,
+``keys``, ``audit``, ``catalogue``), each of which asks ``Access`` (decisions.py) before it acts. The API,
 the fast enqueue path and the dashboard all call the service through it, so every route
 gets the same decision; none of them decides access itself.
 """
@@ -17,11 +17,13 @@ from workly.config import Settings
 from workly.metrics import Metrics
 from workly.service.access.decisions import Access, AuditNote
 from workly.service.access.scoped_admin import ScopedAudit, ScopedKeys, ScopedTenants
+from workly.service.access.scoped_catalogue import ScopedCatalogue
 from workly.service.access.scoped_global import ScopedOperations, ScopedSchedules
 from workly.service.access.scoped_tasks import ScopedQueues, ScopedTasks
 from workly.service.access.scoped_webhooks import ScopedWebhooks
 from workly.service.audit import AuditUseCases
 from workly.service.bulk_operations import BulkOperationUseCases
+from workly.service.catalogue import CatalogueUseCases
 from workly.service.keys import KeyUseCases
 from workly.service.queues import QueueUseCases
 from workly.service.readiness import Readiness
@@ -56,6 +58,8 @@ class Service(Protocol):
     def keys(self) -> KeyUseCases: ...
     @property
     def audit(self) -> AuditUseCases: ...
+    @property
+    def catalogue(self) -> CatalogueUseCases: ...
 
 
 __all__ = ["Access", "AuditNote", "ScopedService"]
@@ -98,11 +102,11 @@ class ScopedService:
 
     @property
     def webhooks(self) -> ScopedWebhooks:
-        return ScopedWebhooks(self._service.webhooks, self.access)
+        return ScopedWebhooks(self._service.webhooks, self._service.operations, self.access)
 
     @property
     def operations(self) -> ScopedOperations:
-        return ScopedOperations(self._service.operations, self.access)
+        return ScopedOperations(self._service.operations, self._service.webhooks, self.access)
 
     @property
     def schedules(self) -> ScopedSchedules:
@@ -119,3 +123,7 @@ class ScopedService:
     @property
     def audit(self) -> ScopedAudit:
         return ScopedAudit(self._service.audit, self.access)
+
+    @property
+    def catalogue(self) -> ScopedCatalogue:
+        return ScopedCatalogue(self._service.catalogue, self.access)

@@ -1,5 +1,6 @@
 """Bulk operations' and schedules' use cases as one principal may call them: both belong to
-no tenant, so a tenant-scoped key finds none of them (404)."""
+no tenant, so a tenant-scoped key finds none of them (404), but for the replays of its own
+endpoints, which it started (POST /v1/endpoints/{id}/replay) and may follow."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from workly.access import Permission
+from workly.errors import EndpointNotFound, OutOfScope
 from workly.operations import Action, Operation, TaskFilter
 from workly.schedules import Schedule, ScheduleSpec
 from workly.service.access.decisions import Access
 from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.schedules import ScheduleUseCases
+from workly.service.webhooks import WebhookUseCases
 
 
 class ScopedOperations:
-    def __init__(self, operations: BulkOperationUseCases, access: Access) -> None:
+    def __init__(self, operations: BulkOperationUseCases, webhooks: WebhookUseCases, access: Access) -> None:
         self._operations = operations
+        self._webhooks = webhooks
         self._access = access
 
     def _act(self, action: str, permission: Permission, target: str | None = None,
@@ -36,8 +40,22 @@ class ScopedOperations:
         return operation
 
     async def get_operation(self, operation_id: str) -> Operation:
-        self._act("operation.read", "read", operation_id)
-        return await self._operations.get_operation(operation_id)
+        tenant = self._access.tenant
+        if tenant is None:
+            self._act("operation.read", "read", operation_id)
+            return await self._operations.get_operation(operation_id)
+        operation = await self._operations.get_operation(operation_id)
+        if operation.action != "replay" or not await self._tenants_endpoint(operation.filter.endpoint_id):
+            raise OutOfScope(f"operation {operation_id!r}")
+        self._access.act("operation.read", "read", operation_id)
+        return operation
+
+    async def _tenants_endpoint(self, endpoint_id: str | None) -> bool:
+        try:
+            endpoint = await self._webhooks.get_endpoint(str(endpoint_id))
+        except EndpointNotFound:
+            return False
+        return endpoint.spec.tenant == self._access.tenant
 
     async def list_operations(self, limit: int, before_seq: int | None) -> tuple[list[Operation], int | None]:
         self._act("operation.list", "read")

@@ -9,8 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from workly.errors import EndpointNotFound, EventNotFound
+from workly.event_filter import EventFilter, filter_json
 from workly.models import Task, TaskStatus
+from workly.operations import Operation
 from workly.service.access.decisions import Access
+from workly.service.bulk_operations import BulkOperationUseCases
 from workly.service.webhooks import WebhookUseCases
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
@@ -18,13 +21,23 @@ from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 def spec_changes(spec: EndpointSpec) -> dict[str, Any]:
     """An endpoint's fields as its audit entry records them (redacted there)."""
     delivery = {k: v for k, v in asdict(spec.delivery).items() if v is not None and k != "paused"}
-    return {"url": spec.url, "description": spec.description, "event_types": spec.event_types,
-            "tenant": spec.tenant, "headers": spec.headers, **delivery}  # fmt: skip
+    return audited({"url": spec.url, "description": spec.description, "event_types": spec.event_types,
+                    "tenant": spec.tenant, "headers": spec.headers, "payload_format": spec.payload_format,
+                    "filter": spec.filter, **delivery})  # fmt: skip
+
+
+def audited(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Changes as JSON can hold them: a filter as it was given."""
+    shown = dict(changes)
+    if isinstance(shown.get("filter"), EventFilter):
+        shown["filter"] = filter_json(shown["filter"].source)
+    return shown
 
 
 class ScopedWebhooks:
-    def __init__(self, webhooks: WebhookUseCases, access: Access) -> None:
+    def __init__(self, webhooks: WebhookUseCases, operations: BulkOperationUseCases, access: Access) -> None:
         self._webhooks = webhooks
+        self._operations = operations
         self._access = access
 
     async def _owner(self, endpoint_id: str, changes: bool = False) -> str | None:
@@ -63,7 +76,7 @@ class ScopedWebhooks:
     async def update_endpoint(self, endpoint_id: str, changes: Mapping[str, Any]) -> Endpoint:
         tenant = await self._owner(endpoint_id, changes=True)
         access = self._access
-        access.act("endpoint.update", "write", endpoint_id, tenant, changes)
+        access.act("endpoint.update", "write", endpoint_id, tenant, audited(changes))
         if "tenant" in changes:
             access.keep_tenant(changes["tenant"], "endpoint.update")
         return await self._webhooks.update_endpoint(endpoint_id, changes)
@@ -97,6 +110,18 @@ class ScopedWebhooks:
         tenant = await self._owner(endpoint_id, changes=True)
         self._access.act("endpoint.recover", "write", endpoint_id, tenant, {"since": since.isoformat()})
         return await self._webhooks.recover_endpoint(endpoint_id, since)
+
+    async def replay_endpoint(self, endpoint_id: str, since: datetime) -> Operation:
+        tenant = await self._owner(endpoint_id, changes=True)
+        self._access.act("endpoint.replay", "write", endpoint_id, tenant, {"since": since.isoformat()})
+        operation = await self._operations.replay_endpoint(endpoint_id, since)
+        self._access.note.changes["operation"] = operation.id
+        return operation
+
+    async def send_test(self, endpoint_id: str, event_type: str | None) -> Task:
+        tenant = await self._owner(endpoint_id, changes=True)
+        self._access.act("endpoint.test", "write", endpoint_id, tenant, {"type": event_type})
+        return await self._webhooks.send_test(endpoint_id, event_type)
 
     async def list_endpoint_tasks(
         self, endpoint_id: str, status: TaskStatus | None, limit: int, before_seq: int | None

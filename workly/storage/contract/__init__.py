@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from workly.storage.contract.access import AuditStore, KeyStore, SessionStore, TenantChange, TenantStore
+from workly.storage.contract.catalogue import CatalogueStore, EventTypeChange
 from workly.storage.contract.database import Database
 from workly.storage.contract.dispatch import DispatchStore
 from workly.storage.contract.history import HistoryStore
@@ -33,9 +34,11 @@ from workly.storage.contract.webhooks import EndpointChange, WebhookStore
 __all__ = [
     "AuditStore",
     "CallbackStore",
+    "CatalogueStore",
     "Database",
     "DispatchStore",
     "EndpointChange",
+    "EventTypeChange",
     "FiringPlan",
     "HistoryStore",
     "KeyStore",
@@ -104,6 +107,9 @@ class Storage(Protocol):
 
     @property
     def sessions(self) -> SessionStore: ...
+
+    @property
+    def catalogue(self) -> CatalogueStore: ...
 
     async def close(self) -> None:
         """Close every connection (and the notifier's listener)."""

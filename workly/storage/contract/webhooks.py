@@ -41,6 +41,12 @@ class WebhookStore(Protocol):
         """Its tasks that failed at or after ``since`` become ready, due now, with a fresh
         attempt budget; how many. Raises EndpointNotFound."""
 
+    async def add_test_delivery(
+        self, endpoint_id: str, task_id: str, body: bytes, headers: dict[str, str], now: datetime
+    ) -> None:
+        """Store one delivery to the endpoint, of no event, marked ``test``, due now (held
+        while its breaker is open). Raises EndpointNotFound."""
+
     async def count_endpoints_by_state(self) -> dict[str, int]:
         """How many endpoints are in each health state (healthy, failing, open, disabled)."""
 

@@ -8,11 +8,13 @@ from datetime import datetime, timedelta
 
 from workly.breaker import HELD_UNTIL
 from workly.callbacks import DueCallback
+from workly.errors import EndpointNotFound
 from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.operation_rows import due_callback_from_row, filter_params, operation_from_row
+from workly.storage.postgres.replay import replay_chunk
 from workly.storage.postgres.statements import DECODERS, Connections, execute, fetch, fetchrow
 
 
@@ -29,6 +31,15 @@ class PostgresOperations:
     async def create_operation(
         self, operation_id: str, action: Action, task_filter: TaskFilter, now: datetime
     ) -> Operation:
+        if action == "replay":
+            row = await fetchrow(
+                self._pool, self._q.insert_replay_operation, id=operation_id,
+                filter=to_json(task_filter.given()), endpoint_id=task_filter.endpoint_id,
+                created_after=task_filter.created_after, now=now,
+            )  # fmt: skip
+            if row is None:
+                raise EndpointNotFound(str(task_filter.endpoint_id))
+            return operation_from_row(row, DECODERS)
         row = await fetchrow(
             self._pool, self._q.insert_operation, id=operation_id, action=action,
             filter=to_json(task_filter.given()), now=now, **filter_params(task_filter, _same),
@@ -66,6 +77,8 @@ class PostgresOperations:
             if op is None:
                 return None  # finished, or taken over by another runner after our lease expired
             operation = operation_from_row(op, DECODERS)
+            if operation.action == "replay":
+                return await replay_chunk(conn, q, op, operation, now, lease_seconds, chunk)
             found = await fetch(
                 conn, q.operation_chunk, after_seq=op["after_seq"], upto_seq=op["upto_seq"], chunk=chunk,
                 **filter_params(operation.filter, _same),

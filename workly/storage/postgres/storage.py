@@ -15,6 +15,7 @@ from workly.database_url import DEFAULT_SCHEMA, check_schema_name, split_pool_si
 from workly.json_text import from_json, to_json
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.postgres.access import PostgresAudit, PostgresKeys, PostgresSessions, PostgresTenants
+from workly.storage.postgres.catalogue import PostgresCatalogue
 from workly.storage.postgres.database import PostgresDatabase
 from workly.storage.postgres.dispatch import PostgresDispatch
 from workly.storage.postgres.history import PostgresHistory
@@ -69,6 +70,7 @@ class PostgresStorage:
         self.keys = PostgresKeys(db)
         self.audit = PostgresAudit(db)
         self.sessions = PostgresSessions(db)
+        self.catalogue = PostgresCatalogue(db)
 
     @classmethod
     async def open(

@@ -21,7 +21,7 @@ from workly.storage.contract import EndpointChange
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.postgres.statements import DECODERS, Connection, Connections, execute, fetch, fetchrow
 from workly.storage.queries import PostgresQueries
-from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, matches
+from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
 
 def _types(value: Any) -> tuple[str, ...] | None:
@@ -120,6 +120,16 @@ class PostgresWebhooks:
             raise EndpointNotFound(endpoint_id)
         return _endpoint(row)
 
+    async def add_test_delivery(
+        self, endpoint_id: str, task_id: str, body: bytes, headers: dict[str, str], now: datetime
+    ) -> None:
+        added = await fetch(
+            self._pool, self._q.insert_test_delivery, task_id=task_id, endpoint_id=endpoint_id, body=body,
+            headers=headers, now=now, held_until=HELD_UNTIL,
+        )  # fmt: skip
+        if not added:
+            raise EndpointNotFound(endpoint_id)
+
     async def count_endpoints_by_state(self) -> dict[str, int]:
         return {row["state"]: row["n"] for row in await fetch(self._pool, self._q.count_endpoints_by_state)}
 
@@ -162,15 +172,15 @@ async def publish_on(
     only_if_delivered: bool = False,
 ) -> Published | None:  # fmt: skip
     """publish's statements on ``conn`` (in the caller's transaction, if it has one)."""
-    targets = [
-        row
-        for row in await (
+    targets = webhook_rows.route(
+        event,
+        await (
             fetch(conn, q.publish_targets_untenanted)
             if event.tenant is None
             else fetch(conn, q.publish_targets, tenant=event.tenant)
-        )
-        if matches(_types(row["event_types"]), event.type)
-    ]
+        ),
+        _types,
+    )
     if only_if_delivered and not targets:
         return None
     task_ids = [new_task_id() for _ in targets]
@@ -178,10 +188,13 @@ async def publish_on(
         to_json(webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type))
         for row in targets
     ]
+    labels = None if event.labels is None else to_json(event.labels)
     stored = await fetchrow(
-        conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at),
+        conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at, labels),
         held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
         urls=[row["url"] for row in targets], headers=headers,
+        envelopes=[row["payload_format"] == "envelope" for row in targets],
+        enveloped=webhook_rows.enveloped(event, targets, now),
         traceparent=event.traceparent, tracestate=event.tracestate,
     )  # fmt: skip
     if stored["created"]:  # as stored: no need to read it back

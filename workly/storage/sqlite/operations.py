@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from workly.callbacks import DueCallback
+from workly.errors import EndpointNotFound
 from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.operation_rows import due_callback_from_row, filter_params, operation_from_row
 from workly.storage.queries import sqlite_queries
+from workly.storage.sqlite.replay import replay_chunk
 from workly.storage.sqlite.statements import (
     DECODERS,
     HELD_US,
@@ -42,6 +44,10 @@ class SqliteOperations:
     async def create_operation(
         self, operation_id: str, action: Action, task_filter: TaskFilter, now: datetime
     ) -> Operation:
+        if action == "replay":
+            return await self._writer.transaction(
+                self._acknowledged, _create_replay, operation_id, task_filter, to_us(now)
+            )
         params = filter_params(task_filter, to_us)
         [counted] = await self._reader.run(fetchall, _q().insert_operation_count, params)
         return await self._writer.transaction(
@@ -77,6 +83,12 @@ class SqliteOperations:
     async def run_operation_chunk(
         self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
     ) -> ChunkDone | None:
+        held = {"id": operation_id, "lease_token": lease_token}
+        op = await self._reader.run(fetchone, _q().operation_chunk_operation, held)
+        if op is not None and op["action"] == "replay":
+            return await self._writer.transaction(
+                self._acknowledged, _replay, operation_id, lease_token, to_us(now), lease_seconds, chunk
+            )
         found = await self._reader.run(_read_chunk, operation_id, lease_token, chunk)
         if found is None:
             return None
@@ -105,6 +117,31 @@ class SqliteCallbacks:
             self._bookkeeping, fetchall, _q().clear_callbacks, {"sent": to_json([list(s) for s in sent])}
         )
         return len(cleared)
+
+
+def _create_replay(db: Db, operation_id: str, task_filter: TaskFilter, now_us: int) -> Operation:
+    since = task_filter.created_after
+    params = {
+        "id": operation_id,
+        "filter": to_json(task_filter.given()),
+        "endpoint_id": task_filter.endpoint_id,
+        "created_after": 0 if since is None else to_us(since),
+        "now": now_us,
+    }
+    found = fetchall(db, _q().insert_replay_operation, params)
+    if not found:
+        raise EndpointNotFound(str(task_filter.endpoint_id))
+    return operation_from_row(found[0], DECODERS)
+
+
+def _replay(
+    db: Db, operation_id: str, lease_token: str, now_us: int, lease_seconds: float, chunk: int
+) -> ChunkDone | None:
+    """A replay's chunk, on the writer (None: this runner no longer holds it)."""
+    op = fetchone(db, _q().operation_chunk_operation, {"id": operation_id, "lease_token": lease_token})
+    if op is None:
+        return None
+    return replay_chunk(db, op, operation_from_row(op, DECODERS), now_us, lease_seconds, chunk)
 
 
 def _create_operation(

@@ -16,6 +16,7 @@ from workly.database_url import sqlite_path
 from workly.errors import ConfigError
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.sqlite.access import SqliteAudit, SqliteKeys, SqliteSessions, SqliteTenants
+from workly.storage.sqlite.catalogue import SqliteCatalogue
 from workly.storage.sqlite.database import SqliteDatabase, SqliteNotifier
 from workly.storage.sqlite.dispatch import SqliteDispatch
 from workly.storage.sqlite.history import SqliteHistory
@@ -63,6 +64,7 @@ class SqliteStorage:
         self.keys = SqliteKeys(db)
         self.audit = SqliteAudit(db)
         self.sessions = SqliteSessions(db)
+        self.catalogue = SqliteCatalogue(db)
 
     @classmethod
     async def open(

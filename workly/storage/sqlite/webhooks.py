@@ -31,7 +31,7 @@ from workly.storage.sqlite.statements import (
     fetchone,
     to_us,
 )
-from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published, matches
+from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
 Db = sqlite3.Connection
 _q = sqlite_queries
@@ -88,6 +88,16 @@ class SqliteWebhooks:
             self._acknowledged, publish_on, event, to_us(now), new_task_id, only_if_delivered
         )
 
+    async def add_test_delivery(
+        self, endpoint_id: str, task_id: str, body: bytes, headers: dict[str, str], now: datetime
+    ) -> None:
+        params = {"task_id": task_id, "endpoint_id": endpoint_id, "body": body, "headers": to_json(headers),
+                  "now": to_us(now), "held_until": HELD_US}  # fmt: skip
+        if not await self._writer.transaction(
+            self._acknowledged, fetchall, _q().insert_test_delivery, params
+        ):
+            raise EndpointNotFound(endpoint_id)
+
     async def count_endpoints_by_state(self) -> dict[str, int]:
         found = await self._reader.run(fetchall, _q().count_endpoints_by_state)
         return {row["state"]: row["n"] for row in found}
@@ -104,7 +114,9 @@ class SqliteWebhooks:
 # --- endpoints ------------------------------------------------------------------------
 def _endpoint_params(endpoint_id: str, spec: EndpointSpec, now_us: int) -> dict[str, Any]:
     types = None if spec.event_types is None else to_json(list(spec.event_types))
-    return webhook_rows.endpoint_params(endpoint_id, spec, now_us, types, to_json(spec.headers))
+    params = webhook_rows.endpoint_params(endpoint_id, spec, now_us, types, to_json(spec.headers))
+    del params["filter_path"]  # PostgreSQL's: only its SQL publish_event evaluates filters in SQL
+    return params
 
 
 def _create_endpoint(db: Db, endpoint_id: str, spec: EndpointSpec, now_us: int) -> Endpoint:
@@ -219,16 +231,15 @@ def publish_on(
     db: Db, event: NewEvent, now_us: int, new_task_id: Callable[[], str], only_if_delivered: bool
 ) -> Published | None:
     run_us = now_us if event.run_at is None else to_us(event.run_at)
-    params = webhook_rows.event_params(event, now_us, run_us)
-    targets = [
-        row
-        for row in (
-            fetchall(db, _q().publish_targets_untenanted)
-            if event.tenant is None
-            else fetchall(db, _q().publish_targets, {"tenant": event.tenant})
-        )
-        if matches(_types(row["event_types"]), event.type)
-    ]
+    labels = None if event.labels is None else to_json(event.labels)
+    params = webhook_rows.event_params(event, now_us, run_us, labels)
+    targets = webhook_rows.route(
+        event,
+        fetchall(db, _q().publish_targets_untenanted)
+        if event.tenant is None
+        else fetchall(db, _q().publish_targets, {"tenant": event.tenant}),
+        _types,
+    )
     if only_if_delivered and not targets:
         return None
     if not fetchall(db, _q().publish_event, params):
@@ -244,6 +255,7 @@ def publish_on(
     if event.tenant is not None:  # a tenant named for the first time gets its row
         execute(db, _q().ensure_tenant, {"tenant": event.tenant, "now": now_us})
     task_ids = [new_task_id() for _ in targets]
+    enveloped = webhook_rows.enveloped(event, targets, DECODERS.time(now_us))
     execute_many(
         db,
         _q().publish_event_deliveries,
@@ -255,7 +267,7 @@ def publish_on(
                 "headers": to_json(
                     webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type)
                 ),
-                "payload": event.payload,
+                "payload": enveloped if row["payload_format"] == "envelope" else event.payload,
                 "held_until": HELD_US,
                 "run_at": run_us,
                 "key": event.key,

@@ -1,4 +1,4 @@
--- revision: 2
+-- revision: 3
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -69,6 +69,32 @@ BEGIN
         PERFORM @schema@.workly_refuse('idempotency_key',
                                        'idempotency keys starting with ''schedule:'' are Workly''s own');
     END IF;
+END
+$$;
+
+-- An event's labels (workly/webhooks.py's check_labels): an object of at most 10 string
+-- pairs, keys of 1-64 letters, digits, '_' or '-', values of at most 256 characters.
+CREATE OR REPLACE FUNCTION @schema@.workly_check_labels(labels jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    label record;
+BEGIN
+    IF jsonb_typeof(labels) <> 'object' THEN
+        PERFORM @schema@.workly_refuse('labels', 'must be an object of string pairs');
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(labels)) > 10 THEN
+        PERFORM @schema@.workly_refuse('labels', 'at most 10 labels');
+    END IF;
+    FOR label IN SELECT l.key, l.value FROM jsonb_each(labels) AS l LOOP
+        IF label.key !~ '^[A-Za-z0-9_-]{1,64}$' THEN
+            PERFORM @schema@.workly_refuse('labels', format('label %s: keys are 1 to 64 letters, digits, _ or -',
+                                                            to_json(label.key)));
+        END IF;
+        IF jsonb_typeof(label.value) <> 'string' OR char_length(label.value #>> '{}') > 256 THEN
+            PERFORM @schema@.workly_refuse('labels', format('label %s: values are strings of at most 256 characters',
+                                                            to_json(label.key)));
+        END IF;
+    END LOOP;
 END
 $$;
 
@@ -430,4 +456,5 @@ REVOKE ALL ON FUNCTION @schema@.workly_refuse(text, text), @schema@.workly_new_i
                        @schema@.workly_base64(text, text), @schema@.workly_due_at(timestamptz, double precision, timestamptz),
                        @schema@.workly_check_range(text, double precision, double precision, double precision, boolean),
                        @schema@.workly_encode_body(jsonb, jsonb, text), @schema@.workly_check_body_size(text, bytea),
-                       @schema@.workly_stop_on(text[]), @schema@.workly_check_callbacks(text, text) FROM PUBLIC;
+                       @schema@.workly_stop_on(text[]), @schema@.workly_check_callbacks(text, text),
+                       @schema@.workly_check_labels(jsonb) FROM PUBLIC;

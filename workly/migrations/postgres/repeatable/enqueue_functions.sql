@@ -1,4 +1,4 @@
--- revision: 4
+-- revision: 5
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -137,8 +137,10 @@ BEGIN
 END
 $$;
 
--- The event and one task per enabled endpoint of its tenant subscribed to its type, as
--- publish_event (storage/sql/postgres_webhooks.sql) stores them; the event's id.
+-- The event and one task per enabled endpoint of its tenant that takes it (subscribed to its
+-- type, and its filter holding), as publish_event (storage/postgres/sql/webhooks.sql) stores
+-- them; the event's id. WORKLY_EVENT_TYPES=strict (the settings row the service writes)
+-- refuses a type the catalogue lacks; payload schemas are the API's alone (docs/webhooks.md).
 CREATE OR REPLACE FUNCTION @schema@.publish_event(
     type text DEFAULT NULL,  -- required, but refused by name (22023) rather than by signature
     payload jsonb DEFAULT NULL,
@@ -149,7 +151,8 @@ CREATE OR REPLACE FUNCTION @schema@.publish_event(
     delay double precision DEFAULT NULL,
     run_at timestamptz DEFAULT NULL,
     callback_url text DEFAULT NULL,
-    failure_callback_url text DEFAULT NULL
+    failure_callback_url text DEFAULT NULL,
+    labels jsonb DEFAULT NULL
 ) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp SET standard_conforming_strings = on AS $$
@@ -160,6 +163,8 @@ DECLARE
     content_type text;
     event_id text;
     delivered integer;
+    document jsonb;
+    enveloped bytea;
 BEGIN
     IF type IS NULL THEN
         PERFORM @schema@.workly_refuse('type', 'is required');
@@ -170,6 +175,15 @@ BEGIN
     END IF;
     IF left(type, 7) = 'workly.' THEN
         PERFORM @schema@.workly_refuse('type', 'event types starting with ''workly.'' are Workly''s own; choose another prefix');
+    END IF;
+    IF (SELECT s.value FROM @schema@.settings s WHERE s.name = 'event_types') = 'strict'
+       AND NOT EXISTS (SELECT 1 FROM @schema@.event_types et WHERE et.type = publish_event.type) THEN
+        PERFORM @schema@.workly_refuse('type', 'is not in the event catalogue, and WORKLY_EVENT_TYPES=strict '
+                                      'publishes only catalogue types');
+    END IF;
+    IF labels IS NOT NULL THEN
+        PERFORM @schema@.workly_check_labels(labels);
+        labels := nullif(labels, '{}'::jsonb);
     END IF;
     IF payload IS NOT NULL AND payload_base64 IS NOT NULL THEN
         PERFORM @schema@.workly_refuse('payload', 'give either payload or payload_base64, not both');
@@ -192,13 +206,27 @@ BEGIN
         content_type := 'application/json';
     END IF;
     PERFORM @schema@.workly_check_body_size('payload', bytes);
+    -- What endpoint filters read (workly/event_filter.py's filter_document), and the
+    -- envelope (workly/webhooks.py's envelope): the same bytes the API makes.
+    document := jsonb_build_object('type', type, 'tenant', tenant, 'labels', coalesce(labels, '{}'::jsonb));
+    IF content_type = 'application/json' THEN
+        document := document || jsonb_build_object('payload', payload);
+    END IF;
+    enveloped := convert_to('{"type":' || to_json(type)::text || ',"timestamp":'
+                            || to_json(to_char(now_ AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::text
+                            || CASE WHEN content_type = 'application/json' THEN ',"data":'
+                                    ELSE ',"data_base64":"' || replace(encode(bytes, 'base64'), E'\n', '') || '"}'
+                               END, 'UTF8');
+    IF content_type = 'application/json' THEN
+        enveloped := enveloped || bytes || '\x7d'::bytea;
+    END IF;
 
     FOR attempt IN 1..3 LOOP
         INSERT INTO @schema@.events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
-                            callback_url, failure_callback_url)
+                            callback_url, failure_callback_url, labels)
         VALUES (@schema@.workly_new_id('evt'), publish_event.type, publish_event.tenant, publish_event.key,
                 publish_event.idempotency_key, bytes, content_type, due, now_, publish_event.callback_url,
-                publish_event.failure_callback_url)
+                publish_event.failure_callback_url, publish_event.labels)
         ON CONFLICT DO NOTHING
         RETURNING id INTO event_id;
         IF event_id IS NOT NULL THEN
@@ -221,7 +249,8 @@ BEGIN
     END IF;
 
     -- Subscribers (workly/webhooks.py's matches): no types given = every type but
-    -- workly.*; an exact type; or 'prefix.*' for every type under prefix.
+    -- workly.*; an exact type; or 'prefix.*' for every type under prefix. Then the filter,
+    -- compiled to an SQL/JSON path beside it (an error in it counts as false, as in Python).
     INSERT INTO @schema@.tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority, key,
                        created_at, updated_at, event_id, endpoint_id, breaker, callback_url,
                        failure_callback_url)
@@ -229,7 +258,8 @@ BEGIN
            CASE WHEN EXISTS (SELECT 1 FROM json_object_keys(ep_headers.object) AS h(name) WHERE lower(h.name COLLATE "C") = 'content-type')
                 THEN ep_headers.object
                 ELSE (ep_headers.object::jsonb || jsonb_build_object('content-type', content_type))::json END,
-           bytes, CASE WHEN b.key IS NULL THEN due ELSE '9999-01-01T00:00:00Z' END,
+           CASE WHEN ep.payload_format = 'envelope' THEN enveloped ELSE bytes END,
+           CASE WHEN b.key IS NULL THEN due ELSE '9999-01-01T00:00:00Z' END,
            CASE WHEN b.key IS NOT NULL THEN due END, 0, publish_event.key, now_, now_, event_id, ep.id, ep.id,
            publish_event.callback_url, publish_event.failure_callback_url
     FROM @schema@.endpoints ep
@@ -244,6 +274,7 @@ BEGIN
                                 OR (right(p.pattern, 2) = '.*'
                                     AND left(publish_event.type, char_length(p.pattern) - 1) = left(p.pattern, -1)))
            END)
+      AND (ep.filter_path IS NULL OR coalesce(document @@ ep.filter_path, false))
     ORDER BY ep.seq;
     GET DIAGNOSTICS delivered = ROW_COUNT;
     IF delivered > 0 THEN
@@ -257,4 +288,4 @@ REVOKE ALL ON FUNCTION @schema@.enqueue_task(text, text, text, jsonb, jsonb, tex
                                     text, text, text, bigint, double precision, text[], double precision,
                                     double precision, double precision, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @schema@.publish_event(text, jsonb, text, text, text, text, double precision, timestamptz, text,
-                                     text) FROM PUBLIC;
+                                     text, jsonb) FROM PUBLIC;

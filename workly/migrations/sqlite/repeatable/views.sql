@@ -1,4 +1,4 @@
--- revision: 1
+-- revision: 2
 -- The views, as they are now: a repeatable file (workly/storage/migrator.py says when it
 -- runs), so a view is changed here, not in a numbered migration, and the revision above is
 -- raised by one with each change (a test holds each revision's content). SQLite cannot replace a
@@ -21,6 +21,7 @@ SELECT t.seq, t.id, t.queue, t.status, t.url, t.method, t.headers, t.body,
        t.callback_url, t.failure_callback_url, t.callback_of,
        CASE WHEN t.status = 'running' AND instr(t.lease_token, '/') > 0
             THEN substr(t.lease_token, 1, instr(t.lease_token, '/') - 1) END AS lease_holder,
-       CASE WHEN t.status = 'running' THEN t.lease_expires_at END AS lease_expires_at
+       CASE WHEN t.status = 'running' THEN t.lease_expires_at END AS lease_expires_at,
+       t.test
 FROM tasks t
 JOIN queues q ON q.name = t.queue;

@@ -130,3 +130,58 @@ SET callback_due = false
 FROM unnest(:ids::text[], :callback_seqs::int[]) AS s(id, callback_seq)
 WHERE t.id = s.id AND t.callback_seq = s.callback_seq AND t.callback_due
 RETURNING t.seq;
+
+-- name: insert_replay_operation
+-- A replay (POST /v1/endpoints/{id}/replay) covers the events stored now (seq up to
+-- upto_seq) of the endpoint's tenant created since :created_after; matched counts them.
+-- No row: the endpoint does not exist.
+INSERT INTO operations (id, action, filter, upto_seq, matched, created_at, updated_at)
+SELECT :id, 'replay', :filter::json, u.upto,
+       (SELECT count(*) FROM events e
+        WHERE e.seq <= u.upto AND e.created_at >= :created_after
+          AND (e.tenant = ep.tenant OR (ep.tenant IS NULL AND e.tenant IS NULL))),
+       :now, :now
+FROM (SELECT coalesce(max(seq), 0) AS upto FROM events) u
+JOIN endpoints ep ON ep.id = :endpoint_id
+RETURNING *;
+
+-- name: lock_replay_endpoint
+-- A replay chunk's endpoint, locked until the chunk commits: two replays of one endpoint
+-- take turns, and each sees the deliveries the other made.
+SELECT id, url, headers, event_types, filter, payload_format, tenant FROM endpoints
+WHERE id = :id FOR NO KEY UPDATE;
+
+-- name: replay_events
+-- The next events a replay goes through, in seq order (events_tenant).
+SELECT seq, id, type, tenant, labels::text AS labels, payload, content_type, run_at, created_at, key,
+       callback_url, failure_callback_url
+FROM events
+WHERE seq > :after_seq AND seq <= :upto_seq AND created_at >= :since
+  AND (tenant = :tenant OR (:tenant::text IS NULL AND tenant IS NULL))
+ORDER BY seq LIMIT :chunk;
+
+-- name: replay_deliveries
+-- One delivery per given event the endpoint never received (rechecked here, after the
+-- endpoint's lock: a publish commits its event and deliveries together); held while its
+-- breaker is open, as a publish holds. A past event is due now.
+INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority, key,
+                   created_at, updated_at, event_id, endpoint_id, breaker, callback_url, failure_callback_url)
+SELECT d.task_id, :endpoint_id, 'ready', :url, 'POST', d.headers::json, d.body,
+       CASE WHEN b.open THEN :held_until::timestamptz ELSE greatest(e.run_at, :now::timestamptz) END,
+       CASE WHEN b.open THEN greatest(e.run_at, :now::timestamptz) END, 0, e.key, :now, :now, e.id,
+       :endpoint_id, :endpoint_id, e.callback_url, e.failure_callback_url
+FROM unnest(:task_ids::text[], :event_ids::text[], :bodies::bytea[], :headers::text[])
+     WITH ORDINALITY AS d(task_id, event_id, body, headers, ord)
+JOIN events e ON e.id = d.event_id
+CROSS JOIN (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :endpoint_id AND position = 'open') AS open) b
+WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = d.event_id AND t.endpoint_id = :endpoint_id)
+ORDER BY d.ord
+RETURNING id;
+
+-- name: fail_operation
+-- An operation that cannot go on (its endpoint was deleted): finished, failed, with why.
+UPDATE operations
+SET state = 'failed', error = :error, finished_at = :now, updated_at = :now,
+    matched = changed + skipped
+WHERE id = :id
+RETURNING *;

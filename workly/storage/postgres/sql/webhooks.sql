@@ -3,8 +3,10 @@
 
 -- name: insert_endpoint
 -- After put_queue made its queue, in the same transaction.
-INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabled, created_at, updated_at)
-VALUES (:id, :url, :description, :event_types::text[], :tenant, :headers::json, true, :now, :now);
+INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabled, created_at, updated_at,
+                       payload_format, filter, filter_path)
+VALUES (:id, :url, :description, :event_types::text[], :tenant, :headers::json, true, :now, :now,
+        :payload_format, :filter, :filter_path::jsonpath);
 
 -- name: get_endpoint
 -- The endpoint, its health (its breaker) and its delivery settings (its queue's).
@@ -36,7 +38,8 @@ ORDER BY e.seq DESC LIMIT :limit;
 -- name: update_endpoint
 UPDATE endpoints
 SET url = :url, description = :description, event_types = :event_types::text[], tenant = :tenant,
-    headers = :headers::json, updated_at = :now
+    headers = :headers::json, updated_at = :now, payload_format = :payload_format, filter = :filter,
+    filter_path = :filter_path::jsonpath
 WHERE id = :id;
 
 -- name: update_endpoint_task_urls
@@ -50,15 +53,16 @@ UPDATE endpoints SET enabled = :enabled, disabled_reason = :reason, updated_at =
 UPDATE queues SET paused = :paused, updated_at = :now WHERE name = :name;
 
 -- name: publish_targets
--- The enabled endpoints of the event's tenant; which of them subscribe to the type is
--- decided by workly/webhooks.py's matches(). (Two queries, so each reads endpoints_tenant.)
-SELECT id, url, headers, event_types FROM endpoints
+-- The enabled endpoints of the event's tenant; which of them take the event (types, then
+-- filter) is decided by workly/webhooks.py's Routing. (Two queries, so each reads
+-- endpoints_tenant.)
+SELECT id, url, headers, event_types, filter, payload_format FROM endpoints
 WHERE enabled AND tenant = :tenant
 ORDER BY seq;
 
 -- name: publish_targets_untenanted
 -- An untenanted event's: the untenanted endpoints.
-SELECT id, url, headers, event_types FROM endpoints
+SELECT id, url, headers, event_types, filter, payload_format FROM endpoints
 WHERE enabled AND tenant IS NULL
 ORDER BY seq;
 
@@ -67,7 +71,8 @@ ORDER BY seq;
 -- nothing is stored unless the event is, and an event whose idempotency key (or id) is
 -- taken stores nothing (the caller then reads the original). A delivery to an endpoint
 -- whose breaker is open is held, as enqueue_tasks holds. A tenant named for the first
--- time gets its row (docs/tenants.md).
+-- time gets its row (docs/tenants.md). An endpoint with payload_format envelope gets
+-- :enveloped, the others the payload.
 WITH tenant AS (
     INSERT INTO tenants (tenant, created_at, updated_at)
     SELECT :tenant, :now, :now WHERE :tenant::text IS NOT NULL
@@ -75,9 +80,10 @@ WITH tenant AS (
 ),
 event AS (
     INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
-                        callback_url, failure_callback_url)
+                        callback_url, failure_callback_url, labels)
     VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type,
-            coalesce(:run_at::timestamptz, :now::timestamptz), :now, :callback_url, :failure_callback_url)
+            coalesce(:run_at::timestamptz, :now::timestamptz), :now, :callback_url, :failure_callback_url,
+            :labels::jsonb)
     ON CONFLICT DO NOTHING
     RETURNING id, run_at
 ),
@@ -85,13 +91,15 @@ inserted AS (
     INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, priority, key,
                        created_at, updated_at, event_id, endpoint_id, breaker, held_run_at,
                        callback_url, failure_callback_url, traceparent, tracestate)
-    SELECT d.task_id, d.endpoint_id, 'ready', d.url, 'POST', d.headers::json, :payload,
+    SELECT d.task_id, d.endpoint_id, 'ready', d.url, 'POST', d.headers::json,
+           CASE WHEN d.envelope THEN :enveloped::bytea ELSE :payload END,
            CASE WHEN b.key IS NULL THEN e.run_at ELSE :held_until::timestamptz END, 0, :key, :now, :now,
            e.id, d.endpoint_id, d.endpoint_id, CASE WHEN b.key IS NOT NULL THEN e.run_at END,
            :callback_url, :failure_callback_url, :traceparent, :tracestate
     FROM event e
-    CROSS JOIN unnest(:task_ids::text[], :endpoint_ids::text[], :urls::text[], :headers::text[])
-         WITH ORDINALITY AS d(task_id, endpoint_id, url, headers, ord)
+    CROSS JOIN unnest(:task_ids::text[], :endpoint_ids::text[], :urls::text[], :headers::text[],
+                      :envelopes::boolean[])
+         WITH ORDINALITY AS d(task_id, endpoint_id, url, headers, envelope, ord)
     LEFT JOIN breakers b ON b.key = d.endpoint_id AND b.position = 'open'
     ORDER BY d.ord
     RETURNING id
@@ -248,3 +256,15 @@ RETURNING e.seq;
 -- name: endpoint_has_tasks
 -- Whether an endpoint has any delivery left (its tenant then stays: they are its tenant's).
 SELECT 1 AS found FROM tasks WHERE queue = :id LIMIT 1;
+
+-- name: insert_test_delivery
+-- POST /v1/endpoints/{id}/test: one delivery to the endpoint of no event, marked test, held
+-- while its breaker is open as any of its deliveries.
+INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority,
+                   created_at, updated_at, endpoint_id, breaker, test)
+SELECT :task_id, e.id, 'ready', e.url, 'POST', :headers::json, :body,
+       CASE WHEN b.key IS NULL THEN :now::timestamptz ELSE :held_until::timestamptz END,
+       CASE WHEN b.key IS NOT NULL THEN :now::timestamptz END, 0, :now, :now, e.id, e.id, true
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id AND b.position = 'open'
+WHERE e.id = :endpoint_id
+RETURNING id;

@@ -127,3 +127,45 @@ UPDATE tasks
 SET callback_due = 0
 WHERE (id, callback_seq) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:sent)) AND callback_due
 RETURNING seq;
+
+-- name: insert_replay_operation
+-- See the PostgreSQL query.
+INSERT INTO operations (id, action, filter, upto_seq, matched, created_at, updated_at)
+SELECT :id, 'replay', :filter, u.upto,
+       (SELECT count(*) FROM events e
+        WHERE e.seq <= u.upto AND e.created_at >= :created_after AND e.tenant IS ep.tenant),
+       :now, :now
+FROM (SELECT coalesce(max(seq), 0) AS upto FROM events) u
+JOIN endpoints ep ON ep.id = :endpoint_id
+RETURNING *;
+
+-- name: lock_replay_endpoint
+-- SQLite's writer holds the whole database: reading the row is enough.
+SELECT id, url, headers, event_types, filter, payload_format, tenant FROM endpoints WHERE id = :id;
+
+-- name: replay_events
+SELECT seq, id, type, tenant, labels, payload, content_type, run_at, created_at, key,
+       callback_url, failure_callback_url
+FROM events
+WHERE seq > :after_seq AND seq <= :upto_seq AND created_at >= :since AND tenant IS :tenant
+ORDER BY seq LIMIT :chunk;
+
+-- name: replay_deliveries
+-- Run with executemany, one row per event the endpoint takes (see the PostgreSQL query).
+INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority, key,
+                   created_at, updated_at, event_id, endpoint_id, breaker, callback_url, failure_callback_url)
+SELECT :task_id, :endpoint_id, 'ready', :url, 'POST', :headers, :body,
+       CASE WHEN b.open THEN :held_until ELSE max(e.run_at, :now) END,
+       CASE WHEN b.open THEN max(e.run_at, :now) END, 0, e.key, :now, :now, e.id,
+       :endpoint_id, :endpoint_id, e.callback_url, e.failure_callback_url
+FROM events e
+CROSS JOIN (SELECT EXISTS (SELECT 1 FROM breakers WHERE key = :endpoint_id AND position = 'open') AS open) b
+WHERE e.id = :event_id
+  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = :event_id AND t.endpoint_id = :endpoint_id);
+
+-- name: fail_operation
+UPDATE operations
+SET state = 'failed', error = :error, finished_at = :now, updated_at = :now,
+    matched = changed + skipped
+WHERE id = :id
+RETURNING *;

@@ -2,8 +2,9 @@
 -- does). event_types is a JSON array; lists of keys and ids are JSON arrays.
 
 -- name: insert_endpoint
-INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabled, created_at, updated_at)
-VALUES (:id, :url, :description, :event_types, :tenant, :headers, 1, :now, :now);
+INSERT INTO endpoints (id, url, description, event_types, tenant, headers, enabled, created_at, updated_at,
+                       payload_format, filter)
+VALUES (:id, :url, :description, :event_types, :tenant, :headers, 1, :now, :now, :payload_format, :filter);
 
 -- name: get_endpoint
 -- The endpoint, its health (its breaker) and its delivery settings (its queue's).
@@ -36,7 +37,7 @@ ORDER BY e.seq DESC LIMIT :limit;
 -- name: update_endpoint
 UPDATE endpoints
 SET url = :url, description = :description, event_types = :event_types, tenant = :tenant,
-    headers = :headers, updated_at = :now
+    headers = :headers, updated_at = :now, payload_format = :payload_format, filter = :filter
 WHERE id = :id;
 
 -- name: update_endpoint_task_urls
@@ -49,21 +50,21 @@ UPDATE endpoints SET enabled = :enabled, disabled_reason = :reason, updated_at =
 UPDATE queues SET paused = :paused, updated_at = :now WHERE name = :name;
 
 -- name: publish_targets
-SELECT id, url, headers, event_types FROM endpoints
+SELECT id, url, headers, event_types, filter, payload_format FROM endpoints
 WHERE enabled = 1 AND tenant = :tenant
 ORDER BY seq;
 
 -- name: publish_targets_untenanted
-SELECT id, url, headers, event_types FROM endpoints
+SELECT id, url, headers, event_types, filter, payload_format FROM endpoints
 WHERE enabled = 1 AND tenant IS NULL
 ORDER BY seq;
 
 -- name: publish_event
 -- The event; its deliveries follow with publish_event_deliveries, in the same transaction.
 INSERT INTO events (id, type, tenant, key, idempotency_key, payload, content_type, run_at, created_at,
-                    callback_url, failure_callback_url)
+                    callback_url, failure_callback_url, labels)
 VALUES (:id, :type, :tenant, :key, :idempotency_key, :payload, :content_type, coalesce(:run_at, :now), :now,
-        :callback_url, :failure_callback_url)
+        :callback_url, :failure_callback_url, :labels)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -203,3 +204,13 @@ RETURNING seq;
 -- name: endpoint_has_tasks
 -- Whether an endpoint has any delivery left (its tenant then stays: they are its tenant's).
 SELECT 1 AS found FROM tasks WHERE queue = :id LIMIT 1;
+
+-- name: insert_test_delivery
+INSERT INTO tasks (id, queue, status, url, method, headers, body, run_at, held_run_at, priority,
+                   created_at, updated_at, endpoint_id, breaker, test)
+SELECT :task_id, e.id, 'ready', e.url, 'POST', :headers, :body,
+       CASE WHEN b.key IS NULL THEN :now ELSE :held_until END,
+       CASE WHEN b.key IS NOT NULL THEN :now END, 0, :now, :now, e.id, e.id, 1
+FROM endpoints e LEFT JOIN breakers b ON b.key = e.id AND b.position = 'open'
+WHERE e.id = :endpoint_id
+RETURNING id;
