@@ -201,10 +201,11 @@ class InvalidPayload(WorklyError):
     """A published payload that its event type's schema rejects; ``errors`` say where, as
     (JSON Pointer into the payload, message)."""
 
-    def __init__(self, event_type: str, errors: list[tuple[str, str]], total: int) -> None:
+    def __init__(self, event_type: str, errors: list[tuple[str, str]], more: bool = False) -> None:
+        """``more``: there were more errors than ``errors``."""
         shown = "; ".join(f"{path or '(the payload)'}: {message}" for path, message in errors[:3])
-        more = f" (and {total - 3} more)" if total > 3 else ""
-        super().__init__(f"the payload does not match the schema of {event_type!r}: {shown}{more}")
+        more_text = " (and more)" if more or len(errors) > 3 else ""
+        super().__init__(f"the payload does not match the schema of {event_type!r}: {shown}{more_text}")
         self.errors = errors
 
 

@@ -21,6 +21,7 @@ OperationState = Literal["running", "succeeded", "failed"]
 # What POST /v1/operations asks for; a replay is asked for through its endpoint
 # (POST /v1/endpoints/{id}/replay) and goes through events, not tasks (docs/webhooks.md).
 ACTIONS: tuple[Action, ...] = ("retry", "cancel")
+ENDPOINT_GONE = "the endpoint was deleted while its replay ran"  # a replay's error then
 CHUNK = 1000  # tasks per transaction: short enough that claims and enqueues never wait long
 # The statuses each action changes; a matched task in any other status is skipped.
 CHANGES_FROM: dict[Action, tuple[TaskStatus, ...]] = {

@@ -119,8 +119,10 @@ def check_labels(labels: dict[str, str]) -> dict[str, str]:
     for key, value in labels.items():
         if not _LABEL_KEY.fullmatch(key):
             raise ValueError(f"label {key!r}: keys are 1 to 64 letters, digits, '_' or '-'")
-        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or "\x00" in value:
+        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE:
             raise ValueError(f"label {key!r}: values are strings of at most {MAX_LABEL_VALUE} characters")
+        if "\x00" in value:
+            raise ValueError(f"label {key!r}: a value cannot hold NUL")
     return labels
 
 
@@ -164,6 +166,15 @@ def envelope_time(value: datetime) -> str:
     """The envelope's timestamp: RFC 3339 in UTC with microseconds (the SQL publish_event
     writes the same)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def delivery_headers(endpoint_headers: dict[str, str], content_type: str) -> dict[str, str]:
+    """What an event's delivery carries: the endpoint's headers, and the payload's
+    content-type unless they name one."""
+    headers = dict(endpoint_headers)
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["content-type"] = content_type
+    return headers
 
 
 def origin_of(url: str) -> str:

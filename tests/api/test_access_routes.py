@@ -283,3 +283,27 @@ async def test_a_key_that_expired_already_is_refused(admin: Admin) -> None:
     )
     assert_problem(made, 422)
     assert (await admin.http.get("/v1/keys")).json()["keys"] == []
+
+
+async def test_a_tenant_key_follows_the_replays_of_its_own_endpoints_only(admin: Admin) -> None:
+    http = admin.http
+    own = (await http.post("/v1/endpoints", json={"url": HOOK, "tenant": "acme"})).json()
+    other = (await http.post("/v1/endpoints", json={"url": HOOK, "tenant": "globex"})).json()
+    since = {"since": "2099-01-01T00:00:00Z"}
+    acme_admin, acme_publisher = await admin.key("admin", "acme"), await admin.key("publisher", "acme")
+    mine = await http.post(f"/v1/endpoints/{own['id']}/replay", json=since, headers=bearer(acme_admin))
+    assert mine.status_code == 202, mine.text
+    theirs = (await http.post(f"/v1/endpoints/{other['id']}/replay", json=since)).json()
+    bulk = (await http.post("/v1/operations", json={"action": "retry", "filter": {"queue": "q"}})).json()
+    assert (
+        await http.get(f"/v1/operations/{mine.json()['id']}", headers=bearer(acme_admin))
+    ).status_code == 200
+    for hidden in (theirs["id"], bulk["id"], "op_nope"):
+        assert (await http.get(f"/v1/operations/{hidden}", headers=bearer(acme_admin))).status_code == 404
+    assert (await http.get("/v1/operations", headers=bearer(acme_admin))).status_code == 404
+    refused = await http.get(f"/v1/operations/{mine.json()['id']}", headers=bearer(acme_publisher))
+    assert refused.status_code == 403
+    other_tenant = await http.post(
+        f"/v1/endpoints/{other['id']}/replay", json=since, headers=bearer(acme_admin)
+    )
+    assert other_tenant.status_code == 404

@@ -138,7 +138,9 @@ async def test_a_schema_that_cannot_be_used_is_refused(api: Api, schema: Any) ->
 
 async def test_bad_names_and_bodies_are_refused(api: Api) -> None:
     assert_problem(await api.http.put("/v1/event-types/workly.task.failed", json={}), 422, "reserved-name")
-    assert_problem(await api.http.put("/v1/event-types/bad type!", json={}), 404)
+    bad_name = assert_problem(await api.http.put("/v1/event-types/bad type!", json={}), 422)
+    assert "dot-separated words" in bad_name["detail"]
+    assert_problem(await api.http.get("/v1/event-types/bad type!"), 404)
     assert_problem(await api.http.put("/v1/event-types/a.b", json={"unknown": 1}), 422)
     assert_problem(await api.http.put("/v1/event-types/a.b", json={"examples": list(range(11))}), 422)
     assert_problem(await api.http.patch("/v1/event-types/a.b", json={"deprecated": None}), 422)
@@ -225,3 +227,94 @@ async def test_strict_mode_subscribes_only_to_patterns_of_catalogue_types(strict
     assert_problem(patch, 422)
     listed = (await api.http.get("/v1/endpoints")).json()["endpoints"]
     assert len(listed) == 3 and listed[0]["event_types"] is None
+
+
+async def test_a_schedules_event_is_checked_as_a_publish_is_and_keeps_its_labels(api: Api) -> None:
+    await put_type(api, schema=INVOICE_SCHEMA)
+    bad = {"cron": "0 0 * * *", "event": {"type": "invoice.paid", "payload": {"id": "in_1"}}}
+    problem = assert_problem(await api.http.post("/v1/schedules", json=bad), 422, "invalid-payload")
+    assert "/amount" not in problem["detail"] and problem["errors"]
+    good = {
+        "cron": "0 0 * * *",
+        "event": {"type": "invoice.paid", "payload": INVOICE, "labels": {"region": "eu"}},
+    }
+    made = await api.http.post("/v1/schedules", json=good)
+    assert made.status_code == 201, made.text
+    assert made.json()["event"]["labels"] == {"region": "eu"}
+    fired = await api.http.post(f"/v1/schedules/{made.json()['id']}/trigger")
+    event = await api.http.get(f"/v1/events/{fired.json()['last_event_id']}")
+    assert event.json()["labels"] == {"region": "eu"}
+    changed = await api.http.patch(
+        f"/v1/schedules/{made.json()['id']}", json={"event": {"type": "invoice.paid", "payload": []}}
+    )
+    assert_problem(changed, 422, "invalid-payload")
+    assert (await api.http.get(f"/v1/schedules/{made.json()['id']}")).json()["event"]["payload"] == INVOICE
+
+
+async def test_strict_mode_refuses_a_schedule_of_an_unknown_type(strict_api: Api) -> None:
+    body = {"cron": "0 0 * * *", "event": {"type": "never.declared", "payload": {}}}
+    assert_problem(await strict_api.http.post("/v1/schedules", json=body), 422, "invalid-event-type")
+    assert (await strict_api.http.get("/v1/schedules")).json()["schedules"] == []
+
+
+async def test_a_process_that_changes_the_recorded_mode_says_so(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    for mode, warned in (("strict", False), ("strict", False), ("open", True)):
+        caplog.clear()
+        settings = Settings(
+            database_url=database_url, signing_secret=TEST_SECRET, dispatch=False, event_types=mode
+        )
+        async with in_process(settings) as (_, http):
+            answer = await http.post("/v1/events", json={"type": "not.declared", "payload": {}})
+            assert answer.status_code == (201 if mode == "open" else 422)
+        changed = [r for r in caplog.records if "WORKLY_EVENT_TYPES=open here" in r.getMessage()]
+        assert bool(changed) == warned, caplog.text
+
+
+async def test_integers_beyond_64_bits_are_kept_and_compared_exactly(api: Api) -> None:
+    big = 18446744073709551617
+    made = await put_type(api, schema={"const": big}, examples=[big])
+    assert made["schema"] == {"const": big} and made["examples"] == [big]
+    assert (await api.http.get("/v1/event-types/invoice.paid")).json()["schema"] == {"const": big}
+    exact = await api.http.post("/v1/events", json={"type": "invoice.paid", "payload": big})
+    assert exact.status_code == 201, exact.text
+    near = await api.http.post("/v1/events", json={"type": "invoice.paid", "payload": big - 1})
+    assert_problem(near, 422, "invalid-payload")
+    huge = await api.http.post(
+        "/v1/events", content=b'{"type": "invoice.paid", "payload": ' + b"9" * 400 + b"}",
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    assert_problem(huge, 422, "invalid-payload")
+
+
+async def test_errors_are_capped_and_a_schema_that_explodes_is_refused(api: Api) -> None:
+    await put_type(api, schema={"type": "array", "items": {"type": "integer"}})
+    many = await api.http.post("/v1/events", json={"type": "invoice.paid", "payload": ["x"] * 500})
+    problem = assert_problem(many, 422, "invalid-payload")
+    assert len(problem["errors"]) == 20 and "(and more)" in problem["detail"]
+    large = await api.http.post("/v1/events", json={"type": "invoice.paid", "payload": ["x" * 100] * 400})
+    assert len(assert_problem(large, 422)["errors"]) == 1  # a large payload: its first error only
+    chain: dict[str, Any] = {f"a{i}": {"allOf": [{"$ref": f"#/$defs/a{i + 1}"}] * 2} for i in range(20)}
+    chain["a20"] = {"type": "integer"}
+    refused = await api.http.put(
+        "/v1/event-types/chain.x", json={"schema": {"$ref": "#/$defs/a0", "$defs": chain}}
+    )
+    assert "too complex" in assert_problem(refused, 422)["detail"]
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    assert (await api.http.put("/v1/event-types/tree.x", json={"schema": tree})).status_code == 201
+    assert_problem(await api.http.put("/v1/event-types/fmt.x", json={"schema": {"format": "emial"}}), 422)
+
+
+async def test_a_replay_looks_back_no_further_than_retention(api: Api) -> None:
+    endpoint = (await api.http.post("/v1/endpoints", json={"url": HOOK})).json()
+    old = await api.http.post(
+        f"/v1/endpoints/{endpoint['id']}/replay", json={"since": "2020-01-01T00:00:00Z"}
+    )
+    assert "WORKLY_RETENTION" in assert_problem(old, 422, "invalid-operation")["detail"]
+    recent = await api.http.post(
+        f"/v1/endpoints/{endpoint['id']}/replay", json={"since": "2099-01-01T00:00:00Z"}
+    )
+    assert recent.status_code == 202, recent.text
+    assert (await api.http.get("/v1/operations")).json()["operations"][0]["id"] == recent.json()["id"]
+    assert len((await api.http.get("/v1/operations")).json()["operations"]) == 1

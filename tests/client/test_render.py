@@ -177,8 +177,8 @@ def test_event_detail_shows_the_payload_compact_or_its_size() -> None:
     binary = render.event_detail(event(payload=None, payload_base64="AAEC", deliveries=[]))
     assert "payload          3 bytes, not JSON (payload_base64 in --json)" in binary
     assert binary.endswith(
-        "no deliveries: none of its tenant's enabled endpoints took its type when it was "
-        "published, or those that did were deleted since"
+        "no deliveries: none of its tenant's enabled endpoints took it (its type, its filter) when it "
+        "was published, or those that did were deleted since"
     )
     long = render.event_detail(event(payload="x" * 1000))
     assert "… (--json shows it all)" in long and len(long.splitlines()[7]) < 400

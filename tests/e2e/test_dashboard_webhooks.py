@@ -152,3 +152,68 @@ async def test_endpoints_health_disable_enable_and_an_events_deliveries_in_the_b
     await expect(tab.locator('tr[data-row="2"]')).to_contain_text("500")
 
     assert dialogs == []  # no script the API's clients wrote ran in the page
+
+
+async def test_the_catalogue_and_an_endpoints_test_filter_and_replay_buttons_in_the_browser(
+    e2e: E2E, page: tuple[playwright.Page, list[str]]
+) -> None:
+    tab, _ = page
+    expect = playwright.expect
+    base, client = e2e.server.base_url, e2e.client
+    declared = await client.put(
+        "/v1/event-types/parcel.shipped",
+        json={"description": SCRIPT, "schema": {"type": "object"}, "examples": [{"parcel": 7}]},
+    )
+    assert declared.status_code in (200, 201), declared.text
+    endpoint = await create_endpoint(client, e2e.receiver.url("/routed"), event_types=["parcel.*"])
+    await tab.goto(f"{base}/ui/login")
+    await tab.get_by_label("API token").fill(TEST_TOKEN)
+    await tab.get_by_role("button", name="Log in").click()
+
+    # The catalogue: the type, its description as text, its schema and example on its page.
+    await tab.locator("header nav").get_by_role("link", name="Event types").click()
+    await expect(tab).to_have_url(f"{base}/ui/event-types")
+    type_row = tab.locator('tr[data-type="parcel.shipped"]')
+    await expect(type_row).to_contain_text(SCRIPT)
+    await type_row.get_by_role("link", name="parcel.shipped").click()
+    await expect(tab.locator("#schema")).to_contain_text('"type": "object"')
+    await expect(tab.locator("pre.example")).to_contain_text('"parcel": 7')
+
+    # The endpoint's page: send the type's example as a test event; the receiver gets it.
+    await tab.goto(f"{base}/ui/endpoints/{endpoint['id']}")
+    await tab.get_by_label("Test event").select_option("parcel.shipped")
+    await tab.get_by_role("button", name="Send test event").click()
+    await expect(tab.get_by_role("status")).to_contain_text("A test event is on its way")
+    [received] = await e2e.receiver.wait_for("/routed", 1)
+    assert received.body == b'{"parcel":7}'
+
+    # A filter saved there is the API's; a malformed one is refused with what is wrong.
+    await tab.get_by_label("Filter (JSON; empty: none)").fill('{"labels.region": "eu"}')
+    await tab.get_by_role("button", name="Save filter").click()
+    await expect(tab.get_by_role("status")).to_contain_text("Filter saved")
+    await expect(tab.locator("#filter")).to_contain_text('"labels.region": "eu"')
+    assert (await endpoint_state(client, endpoint["id"]))["filter"] == {"labels.region": "eu"}
+    await tab.get_by_label("Filter (JSON; empty: none)").fill('{"labels.region": {"$near": 1}}')
+    await tab.get_by_role("button", name="Save filter").click()
+    await expect(tab.locator("main")).to_contain_text("unknown operator $near")
+    assert (await endpoint_state(client, endpoint["id"]))["filter"] == {"labels.region": "eu"}
+
+    # Replay: what the endpoint received already is not sent again.
+    await tab.goto(f"{base}/ui/endpoints/{endpoint['id']}")
+    published = await client.post(
+        "/v1/events", json={"type": "parcel.shipped", "payload": {"parcel": 8}, "labels": {"region": "eu"}}
+    )
+    assert published.status_code == 201 and len(published.json()["deliveries"]) == 1  # the filter let it in
+    await tab.get_by_role("button", name="Replay missing events").click()
+    await expect(tab.get_by_role("status")).to_contain_text("Replay started")
+    replays = [
+        o for o in (await client.get("/v1/operations")).json()["operations"] if o["action"] == "replay"
+    ]
+    operation = replays[0]
+    async with asyncio.timeout(10):
+        while operation["state"] == "running":
+            await asyncio.sleep(0.05)  # the operation's answer, polled
+            operation = (await client.get(f"/v1/operations/{operation['id']}")).json()
+    assert operation["state"] == "succeeded" and operation["changed"] == 0
+    got = await e2e.receiver.wait_for("/routed", 2)
+    assert [r.body for r in got] == [b'{"parcel":7}', b'{"parcel":8}']

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.test_event_filter import CASES, DOC, RAW, nested
-from workly.event_filter import OPERATORS, EventFilter, check_filter, compile_filter, filter_document
+from workly.event_filter import EventFilter, check_filter, compile_filter, filter_document
+from workly.filter_checks import OPERATORS
 
 # Whether each document (JSON text) matches its filter's jsonpath; NULL would be a bug too.
 MATCHES = """

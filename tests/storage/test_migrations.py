@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import asyncpg
@@ -90,3 +91,56 @@ async def test_a_migration_of_comments_only_is_recorded_without_being_run(
         assert await storage.database.schema_version() == nothing.version
     finally:
         await storage.close()
+
+
+async def test_sqlite_keeps_its_bulk_operations_when_0019_remakes_their_table(tmp_path: Path) -> None:
+    """SQLite cannot change a CHECK: migration 19 makes the operations table again to allow
+    'replay'. The operations stored before it come through whole, and new ones number on."""
+    path = tmp_path / "at_18.db"
+    url = f"sqlite:///{path}"
+    storage = await SqliteStorage.open(url)
+    try:
+        await storage.database.migrate()
+    finally:
+        await storage.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    try:  # back to 18 with a retry operation stored, as a database of the previous version has it
+        before = db.execute("SELECT * FROM operations").fetchall()
+        assert before == []
+        db.execute("DELETE FROM schema_version WHERE version = 19")
+        for statement in (
+            "DROP TABLE event_types", "DROP TABLE settings", "DROP VIEW task_view",
+            "ALTER TABLE endpoints DROP COLUMN payload_format", "ALTER TABLE endpoints DROP COLUMN filter",
+            "ALTER TABLE events DROP COLUMN labels", "ALTER TABLE tasks DROP COLUMN test",
+        ):  # fmt: skip
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO operations (id, action, filter, state, matched, changed, skipped, after_seq,"
+            " upto_seq, created_at, updated_at)"
+            " VALUES ('op_old', 'retry', '{\"queue\":\"q\"}', 'running', 5, 2, 1, 7, 9, 1, 2)"
+        )
+        kept = db.execute("SELECT * FROM operations").fetchall()
+    finally:
+        db.close()
+    storage = await SqliteStorage.open(url)
+    try:
+        assert await storage.database.migrate() == [19]
+        old = await storage.operations.get_operation("op_old")
+        assert old is not None and (old.action, old.matched, old.changed, old.skipped) == ("retry", 5, 2, 1)
+    finally:
+        await storage.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert db.execute("SELECT * FROM operations").fetchall() == kept
+        db.execute(
+            "INSERT INTO operations (id, action, filter, upto_seq, created_at, updated_at)"
+            " VALUES ('op_new', 'replay', '{}', 0, 3, 3)"
+        )
+        seqs = [row[0] for row in db.execute("SELECT seq FROM operations ORDER BY seq")]
+        assert seqs[1] > seqs[0]
+        indexes = {
+            row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'operations'")
+        }
+        assert "operations_running" in indexes
+    finally:
+        db.close()

@@ -181,7 +181,7 @@ async def test_the_event_page_lists_its_deliveries_with_links(http: httpx.AsyncC
     listing = (await http.get("/ui/events")).text
     assert '<a href="/ui/events">Events</a>' in listing
     assert "2 ready" in row(listing, "data-event", event["id"])
-    assert "No endpoint was subscribed" in (await http.get(f"/ui/events/{nobody['id']}")).text
+    assert "No endpoint took this event" in (await http.get(f"/ui/events/{nobody['id']}")).text
     # Filters: by type, by tenant; one that cannot be a type lists every event.
     by_type = (await http.get("/ui/events", params={"type": "user.deleted"})).text
     assert nobody["id"] in by_type and event["id"] not in by_type

@@ -78,6 +78,7 @@ async def test_an_envelope_is_delivered_as_signed(
     await publish(http, type="user.x", payload_base64="AAEC")
     [_, second] = await receiver.wait_for("/raw", 2)
     assert json.loads(second.body)["data_base64"] == "AAEC" and json.loads(second.body)["type"] == "user.x"
+    assert second.headers["Content-Type"] == "application/json"  # the envelope is JSON, whatever it holds
     assert _verify(await secret_of(http, raw["id"]), second.body, second.headers)
 
 
@@ -192,3 +193,15 @@ async def test_replay_under_concurrent_publishing_never_delivers_an_event_twice(
     assert set(counted) == set(expected) and max(counted.values()) == 1
     tasks = (await http.get(f"/v1/endpoints/{endpoint['id']}/tasks", params={"limit": 500})).json()["tasks"]
     assert len(tasks) == len(expected)
+
+
+async def test_workly_s_own_events_are_not_enveloped_twice(
+    workly: tuple[Service, httpx.AsyncClient], receiver: Receiver
+) -> None:
+    _, http = workly
+    await create_endpoint(http, receiver.url("/ops"), event_types=["workly.*"], payload_format="envelope")
+    other = await create_endpoint(http, receiver.url("/other"), event_types=["x.y"])
+    await http.post(f"/v1/endpoints/{other['id']}/disable")
+    [notice] = await receiver.wait_for("/ops", 1)
+    body = json.loads(notice.body)
+    assert body["type"] == "workly.endpoint.disabled" and body["data"]["id"] == other["id"]

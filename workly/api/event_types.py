@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Response
 
 from workly.api.event_type_schemas import EventTypeIn, EventTypePatchIn
 from workly.api.pages import Cursor, Limit, page
-from workly.errors import EventTypeNotFound, ReservedName
+from workly.errors import EventTypeNotFound, InvalidEventType, ReservedName
 from workly.web.dependencies import ServiceDep
 from workly.web.responses import JSONResponse
 from workly.web.webhook_representation import event_type_json
@@ -25,7 +25,11 @@ def _type_path(event_type: Annotated[str, Path(max_length=MAX_EVENT_TYPE)]) -> s
         raise EventTypeNotFound(event_type) from None
 
 
-def _declarable(event_type: Annotated[str, Depends(_type_path)]) -> str:
+def _declarable(event_type: Annotated[str, Path(max_length=MAX_EVENT_TYPE)]) -> str:
+    try:
+        check_event_type(event_type)
+    except ValueError as exc:  # a name no type may have: say which names are
+        raise InvalidEventType(str(exc), [("/type", "not an event type name")]) from None
     if is_workly_event(event_type):
         raise ReservedName("event types starting with 'workly.' are Workly's own; choose another prefix")
     return event_type
@@ -34,7 +38,11 @@ def _declarable(event_type: Annotated[str, Depends(_type_path)]) -> str:
 TypePath = Annotated[str, Depends(_type_path)]
 
 
-@router.put("/{event_type}", summary="Declare an event type, or replace its declaration")
+@router.put(
+    "/{event_type}",
+    summary="Declare an event type, or replace its declaration",
+    responses={201: {"description": "Declared"}, 200: {"description": "Its declaration replaced"}},
+)
 async def put_event_type(
     event_type: Annotated[str, Depends(_declarable)], body: EventTypeIn, service: ServiceDep
 ) -> JSONResponse:

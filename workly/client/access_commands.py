@@ -220,7 +220,7 @@ def endpoint_update(
         if max_attempts is not None:
             changes["max_attempts"] = max_attempts
         if filter_ is not None:
-            changes["filter"] = read_data(filter_)
+            changes["filter"] = read_data(filter_, "--filter")
         if payload_format is not None:
             changes["payload_format"] = payload_format
         if not changes:

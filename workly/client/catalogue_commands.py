@@ -47,9 +47,9 @@ def _fields(description: str | None, schema: str | None, examples: list[str] | N
     if description is not None:
         fields["description"] = description
     if schema is not None:
-        fields["schema"] = None if schema == "null" else read_data(schema)
+        fields["schema"] = None if schema == "null" else read_data(schema, "--schema")
     if examples is not None:
-        fields["examples"] = [read_data(example) for example in examples]
+        fields["examples"] = [read_data(example, "--example") for example in examples]
     if deprecated is not None:
         fields["deprecated"] = deprecated
     return fields
@@ -128,7 +128,14 @@ def endpoint_replay(
     (a new endpoint catches up; a disabled one gets what it missed once enabled). Runs in the
     background: follow it with `workly operation <id>`."""
     started = ask(server, token, lambda api: api.replay_endpoint(endpoint_id, parse_time(since)))
-    show(started, as_json, lambda op: f"{op['id']} replaying: {render.operation_progress(op)}")
+    show(
+        started,
+        as_json,
+        lambda op: (
+            f"{op['id']} started: {op['matched']} events since {since} to go through; "
+            f"follow it with: workly operation {op['id']}"
+        ),
+    )
 
 
 def endpoint_test(
@@ -140,7 +147,11 @@ def endpoint_test(
 ) -> None:  # fmt: skip
     """Send the endpoint a test event, signed like any delivery; prints its task."""
     task = ask(server, token, lambda api: api.test_endpoint(endpoint_id, event_type))
-    show(task, as_json, lambda t: f"{t['id']} test delivery {t['status']} (workly task {t['id']})")
+    show(
+        task,
+        as_json,
+        lambda t: f"{t['id']}: a test delivery to {t['url']}; follow it: workly task {t['id']}",
+    )
 
 
 def event_type_rows(types: Sequence[dict[str, Any]]) -> str:

@@ -87,9 +87,10 @@ def _ago(text: str, now: datetime) -> datetime:
         raise InputError(f"{text!r} is outside the years 1970 to 2999") from None
 
 
-def read_data(text: str) -> Any:
-    """The task body: JSON given inline, from a file (@path) or from standard input (@-)."""
-    source = "the --data value"
+def read_data(text: str, option: str = "--data") -> Any:
+    """JSON given inline, from a file (@path) or from standard input (@-): a task's body, a
+    payload, a schema, a filter (``option`` names where it was given)."""
+    source = f"the {option} value"
     if text.startswith("@"):
         name = text[1:]
         source = "standard input" if name == "-" else name
@@ -100,7 +101,8 @@ def read_data(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise InputError(f"{source} is not JSON ({exc}); to send text, quote it as a JSON string") from None
+        hint = "; to send text, quote it as a JSON string" if option == "--data" else ""
+        raise InputError(f"{source} is not JSON ({exc}){hint}") from None
 
 
 def parse_pairs(entries: list[str], option: str) -> dict[str, str]:

@@ -289,14 +289,16 @@ def event_detail(event: dict[str, Any]) -> str:
     summary = fields(
         [
             ("id", event["id"]), ("type", event["type"]), ("tenant", event["tenant"]), ("key", event["key"]),
-            ("idempotency key", event["idempotency_key"]), ("run at", short_time(event["run_at"])),
+            ("idempotency key", event["idempotency_key"]),
+            ("labels", " ".join(f"{k}={v}" for k, v in (event.get("labels") or {}).items()) or None),
+            ("run at", short_time(event["run_at"])),
             ("created", short_time(event["created_at"])), ("payload", payload(event)),
         ]
     )  # fmt: skip
     if not event["deliveries"]:
         return (
-            summary + "\n\nno deliveries: none of its tenant's enabled endpoints took its type when it was "
-            "published, or those that did were deleted since"
+            summary + "\n\nno deliveries: none of its tenant's enabled endpoints took it (its type, "
+            "its filter) when it was published, or those that did were deleted since"
         )
     return f"{summary}\n\n{delivery_rows(event['deliveries'])}"
 

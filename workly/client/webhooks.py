@@ -94,7 +94,7 @@ def endpoint_create(
     try:
         body: dict[str, Any] = {"url": url, "event_types": _event_types(events)}
         if filter_ is not None:
-            body["filter"] = read_data(filter_)
+            body["filter"] = read_data(filter_, "--filter")
         if envelope:
             body["payload_format"] = "envelope"
         if ed25519:

@@ -188,9 +188,15 @@ def assemble(
             max_body_bytes=limit,
             box=box,
         ),
-        operations=BulkOperationUseCases(storage.operations, clock, wake_runner),
+        operations=BulkOperationUseCases(storage.operations, clock, wake_runner, settings.retention),
         schedules=ScheduleUseCases(
-            storage.schedules, clock, metrics, work_available, wake_scheduler, max_body_bytes=limit
+            storage.schedules,
+            clock,
+            metrics,
+            work_available,
+            wake_scheduler,
+            max_body_bytes=limit,
+            check_event=catalogue.check_event,
         ),
         tenants=TenantUseCases(storage.tenants, clock),
         keys=keys,

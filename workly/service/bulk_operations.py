@@ -7,21 +7,26 @@ sender's (service/callbacks.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from workly.clock import Clock
 from workly.errors import InvalidOperation, OperationNotFound
 from workly.ids import new_id
 from workly.operations import ACTIONS, Action, Operation, TaskFilter
 from workly.storage.contract import OperationStore
+from workly.task_json import time_text
 
 
 class BulkOperationUseCases:
-    def __init__(self, operations: OperationStore, clock: Clock, wake_runner: Callable[[], None]) -> None:
-        """``wake_runner``: this process's operation runner looks now (when it runs one)."""
+    def __init__(
+        self, operations: OperationStore, clock: Clock, wake_runner: Callable[[], None], retention: float = 0
+    ) -> None:
+        """``wake_runner``: this process's operation runner looks now (when it runs one);
+        ``retention``: WORKLY_RETENTION, how far back a replay may look (0: any time)."""
         self._operations = operations
         self._clock = clock
         self._wake_runner = wake_runner
+        self._retention = retention
 
     async def create_operation(self, action: Action, task_filter: TaskFilter) -> Operation:
         """Store a bulk retry or cancel of the tasks ``task_filter`` matches now; it runs in
@@ -39,7 +44,16 @@ class BulkOperationUseCases:
 
     async def replay_endpoint(self, endpoint_id: str, since: datetime) -> Operation:
         """Store a replay: every event of the endpoint's tenant since ``since`` that it takes
-        now and never received is delivered to it, chunk by chunk in the background."""
+        now and never received is delivered to it, chunk by chunk in the background. Not
+        further back than WORKLY_RETENTION: a delivery retention deleted would look like one
+        never made, and go again."""
+        now = self._clock.now()
+        if self._retention and since < now - timedelta(seconds=self._retention):
+            earliest = time_text(now - timedelta(seconds=self._retention))
+            raise InvalidOperation(
+                f"a replay looks back at most WORKLY_RETENTION ({self._retention:g} s): deliveries older "
+                f"than that may be deleted, and would be sent again; give since at or after {earliest}"
+            )
         operation = await self._operations.create_operation(
             new_id("op"),
             "replay",

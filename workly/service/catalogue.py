@@ -9,15 +9,16 @@ content (keyed by its JSON text), whatever its type's version.
 
 from __future__ import annotations
 
+import json
+import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
-import orjson
-
 from workly.clock import Clock
-from workly.errors import EventTypeNotFound, InvalidEndpoint, InvalidEventType, InvalidPayload
+from workly.errors import EventTypeNotFound, InvalidEventType, InvalidPayload
 from workly.event_types import (
     MAX_ERRORS,
     EventType,
@@ -28,11 +29,11 @@ from workly.event_types import (
     check_spec,
     compile_schema,
 )
-from workly.json_text import to_json
 from workly.short_cache import ShortCache
 from workly.storage.contract import CatalogueStore
 from workly.webhooks import NewEvent, is_workly_event, matches
 
+log = logging.getLogger("workly.catalogue")
 CACHE_SECONDS = 0.5
 MAX_VALIDATORS = 1024
 JSON = "application/json"
@@ -44,27 +45,44 @@ class CatalogueUseCases:
         self._clock = clock
         self.mode: EventTypesMode = mode
         self._entries: ShortCache[str, EventType | None] = ShortCache(clock, CACHE_SECONDS)
-        self._validators: OrderedDict[str, Validator] = OrderedDict()
+        self._validators: OrderedDict[tuple[str, int, datetime], Validator] = OrderedDict()
+        # Raised by every change this process makes: a read that began before one is not
+        # remembered (it may hold what the change replaced).
+        self._generation = 0
 
     async def announce_mode(self) -> None:
-        """Record WORKLY_EVENT_TYPES where the SQL publish_event reads it."""
-        await self._store.put_setting("event_types", self.mode)
+        """Record WORKLY_EVENT_TYPES where the SQL publish_event reads it. Every process must
+        agree: one that changes what another recorded says so."""
+        before = await self._store.put_setting("event_types", self.mode)
+        if before is not None and before != self.mode:
+            log.warning(
+                "WORKLY_EVENT_TYPES=%s here, but the database held %s (set by another process, or this "
+                "one before a restart): SQL's publish_event now follows %s; give every process the "
+                "same value", self.mode, before, self.mode,
+            )  # fmt: skip
 
     # --- the catalogue -----------------------------------------------------------------
     async def put_event_type(self, event_type: str, spec: EventTypeSpec) -> tuple[EventType, bool]:
         _check(spec)
         stored, created = await self._store.put_event_type(event_type, spec, self._clock.now())
-        self._entries.drop(event_type)
+        self._changed(event_type)
         return stored, created
 
     async def update_event_type(self, event_type: str, changes: Mapping[str, Any]) -> EventType:
+        # Checked before the write's transaction (a schema's examples may take a while to
+        # check: nothing waits on the row meanwhile), and again inside it only if the type
+        # changed in between.
+        checked = replace((await self.get_event_type(event_type)).spec, **changes)
+        _check(checked)
+
         def change(current: EventTypeSpec) -> EventTypeSpec:
             changed = replace(current, **changes)
-            _check(changed)
+            if changed != checked:
+                _check(changed)
             return changed
 
         stored = await self._store.update_event_type(event_type, change, self._clock.now())
-        self._entries.drop(event_type)
+        self._changed(event_type)
         return stored
 
     async def get_event_type(self, event_type: str) -> EventType:
@@ -80,7 +98,7 @@ class CatalogueUseCases:
 
     async def delete_event_type(self, event_type: str) -> None:
         await self._store.delete_event_type(event_type)
-        self._entries.drop(event_type)
+        self._changed(event_type)
 
     # --- what publishing and subscribing must respect -----------------------------------
     async def check_event(self, event: NewEvent) -> None:
@@ -94,7 +112,8 @@ class CatalogueUseCases:
             if self.mode == "strict":
                 raise InvalidEventType(
                     f"event type {event.type!r} is not in the catalogue, and WORKLY_EVENT_TYPES=strict "
-                    f"publishes only catalogue types: declare it with PUT /v1/event-types/{event.type}",
+                    f"publishes only catalogue types: declare it with PUT /v1/event-types/{event.type} "
+                    f"(workly event-type put {event.type})",
                     [("/type", "not in the catalogue")],
                 )
             return
@@ -102,25 +121,29 @@ class CatalogueUseCases:
             return
         if event.content_type != JSON:
             raise InvalidPayload(
-                event.type, [("", "the payload is not JSON (payload_base64), and its type has a schema")], 1
+                event.type, [("", "the payload is not JSON (payload_base64), and its type has a schema")]
             )
-        errors = self.validator(entry.spec.schema).errors(orjson.loads(event.payload))
+        # json, not orjson: integers beyond 64 bits stay exact (a schema's const or bounds may be one).
+        payload = json.loads(event.payload)
+        errors = self.validator(entry).errors(payload, len(event.payload))
         if errors:
             shown = [(error.path, error.message) for error in errors[:MAX_ERRORS]]
-            raise InvalidPayload(event.type, shown, len(errors))
+            raise InvalidPayload(event.type, shown, more=len(errors) > MAX_ERRORS)
 
     async def check_subscription(self, patterns: Iterable[str] | None) -> None:
         """In strict mode, each pattern an endpoint subscribes to must match a catalogue type."""
         if self.mode != "strict" or patterns is None:
             return
         known = await self._store.catalogue_types()
-        for pattern in patterns:
+        for index, pattern in enumerate(patterns):
             if not is_workly_event(pattern.removesuffix("*")) and not any(
                 matches((pattern,), known_type) for known_type in known
             ):
-                raise InvalidEndpoint(
+                raise InvalidEventType(
                     f"event type pattern {pattern!r} matches no type of the catalogue, and "
-                    "WORKLY_EVENT_TYPES=strict subscribes only to catalogue types"
+                    "WORKLY_EVENT_TYPES=strict subscribes only to catalogue types: declare one with "
+                    "PUT /v1/event-types/<type> (workly event-type put <type>)",
+                    [(f"/event_types/{index}", "matches no catalogue type")],
                 )
 
     async def first_example(self, event_type: str) -> Any | None:
@@ -128,12 +151,14 @@ class CatalogueUseCases:
         found = await self.get_event_type(event_type)
         return found.spec.examples[0] if found.spec.examples else None
 
-    def validator(self, schema: dict[str, Any] | bool) -> Validator:
-        """The compiled schema, compiled once per process and content."""
-        key = to_json(schema)
+    def validator(self, entry: EventType) -> Validator:
+        """The type's compiled schema, compiled once per process and version (a type deleted
+        and declared again is told apart by its creation time)."""
+        key = (entry.type, entry.version, entry.created_at)
         validator = self._validators.get(key)
         if validator is None:
-            validator = compile_schema(schema)
+            assert entry.spec.schema is not None
+            validator = compile_schema(entry.spec.schema)
             self._validators[key] = validator
             if len(self._validators) > MAX_VALIDATORS:
                 self._validators.popitem(last=False)
@@ -145,9 +170,15 @@ class CatalogueUseCases:
         remembered = self._entries.get(event_type)
         if remembered is not None:
             return remembered.value
+        generation = self._generation
         found = await self._store.get_event_type(event_type)
-        self._entries.put(event_type, found)
+        if generation == self._generation:
+            self._entries.put(event_type, found)
         return found
+
+    def _changed(self, event_type: str) -> None:
+        self._generation += 1
+        self._entries.drop(event_type)
 
 
 def _check(spec: EventTypeSpec) -> None:

@@ -88,7 +88,7 @@ class OperationRunner:
                 return
             progress = done.operation
             self._metrics.operation_tasks.labels(operation.action, "changed").inc(done.changed)
-            if done.changed and operation.action == "retry":
+            if done.changed and operation.action in ("retry", "replay"):
                 self._work_available()
             if progress.state != "running":
                 self._metrics.operation_tasks.labels(operation.action, "skipped").inc(progress.skipped)

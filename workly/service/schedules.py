@@ -7,7 +7,7 @@ schedules.plan_firing's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -20,6 +20,7 @@ from workly.reserved_names import check_client_queue
 from workly.schedules import Schedule, ScheduleSpec, first_run, next_run, plan_firing
 from workly.service.webhooks import check_not_endpoint_queue
 from workly.storage.contract import ScheduleStore
+from workly.webhooks import NewEvent
 
 _SPEC_FIELDS = frozenset({"name", "cron", "timezone", "task", "event", "queue", "paused", "catch_up"})
 _TEMPLATE_FIELDS = frozenset({"task", "event", "queue"})
@@ -37,8 +38,12 @@ class ScheduleUseCases:
         wake_scheduler: Callable[[], None],
         *,
         max_body_bytes: int,
+        check_event: Callable[[NewEvent], Awaitable[None]] | None = None,
     ) -> None:
-        """``wake_scheduler``: this process's scheduler looks now (when it runs one)."""
+        """``wake_scheduler``: this process's scheduler looks now (when it runs one);
+        ``check_event``: what the catalogue says of an event template (strict mode, its
+        type's schema), as of a publish, checked when the template is stored."""
+        self._check_event = check_event
         self._schedules = schedules
         self._clock = clock
         self._metrics = metrics
@@ -50,6 +55,8 @@ class ScheduleUseCases:
         """Store a schedule; it fires first at its first fire time after now (unless paused).
         The cron and time zone are checked by the caller (api/schedule_schemas.py)."""
         self._check(spec)
+        if spec.event is not None and self._check_event is not None:
+            await self._check_event(spec.event)
         now = self._clock.now()
         # Off the event loop: telling that a cron never fires walks up to a century.
         await asyncio.to_thread(next_run, spec, now)
@@ -74,6 +81,8 @@ class ScheduleUseCases:
         unknown = set(changes) - _SPEC_FIELDS
         assert not unknown, f"not schedule fields: {unknown}"
         now = self._clock.now()
+        if changes.get("event") is not None and self._check_event is not None:
+            await self._check_event(changes["event"])
         if {"cron", "timezone"} & changes.keys():
             # Refused before the transaction, off the event loop, paused or not: telling that a
             # cron never fires walks up to a century.

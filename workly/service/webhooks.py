@@ -30,7 +30,6 @@ from workly.service.catalogue import CatalogueUseCases
 from workly.service.own_events import OwnEvents
 from workly.signing import generate_secret, public_keys
 from workly.storage.contract import TaskStore, WebhookStore
-from workly.storage.webhook_rows import delivery_headers
 from workly.trace_context import parse_trace_context, stored
 from workly.tracing import Tracing
 from workly.webhooks import (
@@ -41,6 +40,7 @@ from workly.webhooks import (
     NewEvent,
     Published,
     check_subscription,
+    delivery_headers,
     envelope,
     envelope_time,
 )
@@ -185,6 +185,8 @@ class WebhookUseCases:
         endpoint = await self.get_endpoint(endpoint_id)
         if not endpoint.enabled:
             raise EndpointDisabled(endpoint_id)
+        if event_type == TEST_TYPE:  # the default, named
+            event_type = None
         example = None if event_type is None else await self._example(event_type)
         payload = TEST_PAYLOAD if example is None else to_json(example).encode()
         now = self._clock.now()

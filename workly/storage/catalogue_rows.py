@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from workly.event_types import EventType, EventTypeSpec
-from workly.json_text import from_json
 from workly.storage.rows import Decoders, Row
 
 
-def _json(value: Any) -> Any:
-    """A JSON column's value: PostgreSQL's codec decodes jsonb; SQLite keeps text."""
-    return from_json(value) if isinstance(value, str) else value
+def _json(value: str) -> Any:
+    """A JSON column's text (both dialects read it as text), decoded with json: integers
+    beyond 64 bits stay exact (orjson would make them floats), as the client gave them."""
+    return json.loads(value)
 
 
 def event_type_spec_from_row(row: Row) -> EventTypeSpec:

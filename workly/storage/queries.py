@@ -164,6 +164,7 @@ class CommonQueries:
     insert_replay_operation: Query
     lock_replay_endpoint: Query
     replay_events: Query
+    replay_events_untenanted: Query
     replay_deliveries: Query
     fail_operation: Query
     # Schedules (<dialect>/sql/schedules.sql).
@@ -216,6 +217,7 @@ class CommonQueries:
     delete_event_type: Query
     catalogue_types: Query
     put_setting: Query
+    get_setting: Query
 
 
 @dataclass(frozen=True, slots=True)

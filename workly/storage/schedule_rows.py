@@ -19,7 +19,7 @@ _TASK_FIELDS = (
     "queue", "url", "method", "headers", "priority", "key", "tenant", "max_attempts", "timeout",
     "breaker", "deadline", "min_backoff", "max_backoff", "callback_url", "failure_callback_url",
 )  # fmt: skip
-_EVENT_FIELDS = ("type", "content_type", "tenant", "key", "callback_url", "failure_callback_url")
+_EVENT_FIELDS = ("type", "content_type", "tenant", "key", "callback_url", "failure_callback_url", "labels")
 
 
 def template_json(spec: ScheduleSpec) -> str:

@@ -20,9 +20,11 @@ from workly.webhooks import (
     Health,
     NewEvent,
     Routing,
+    delivery_headers,
     envelope,
     envelope_time,
     health_state,
+    is_workly_event,
 )
 
 ListDecoder = Callable[[Any], tuple[str, ...] | None]
@@ -183,20 +185,24 @@ def route(event: NewEvent, targets: Sequence[Row], types: ListDecoder) -> list[R
     return [row for row in targets if routing.takes(types(row["event_types"]), row["filter"])]
 
 
+def wraps(target: Row, event_type: str) -> bool:
+    """Whether a delivery of this type to this endpoint goes enveloped: its payload_format
+    says so, and the event is not one of Workly's own (already ``{type, timestamp, data}``)."""
+    return target["payload_format"] == "envelope" and not is_workly_event(event_type)
+
+
+def target_headers(target: Row, event_type: str, content_type: str, dec: Decoders) -> dict[str, str]:
+    """What a delivery to ``target`` carries: its headers, and the content-type of what is
+    sent (an envelope is JSON, whatever the payload)."""
+    sent_as = "application/json" if wraps(target, event_type) else content_type
+    return delivery_headers(dec.headers(target["headers"]), sent_as)
+
+
 def enveloped(event: NewEvent, targets: Sequence[Row], now: datetime) -> bytes | None:
     """The envelope the targets with ``payload_format: envelope`` get (None: none has it)."""
-    if not any(row["payload_format"] == "envelope" for row in targets):
+    if not any(wraps(row, event.type) for row in targets):
         return None
     return envelope(event.type, envelope_time(now), event.payload, event.content_type)
-
-
-def delivery_headers(endpoint_headers: dict[str, str], content_type: str) -> dict[str, str]:
-    """What an event's delivery carries: the endpoint's headers, and the payload's
-    content-type unless they name one."""
-    headers = dict(endpoint_headers)
-    if not any(name.lower() == "content-type" for name in headers):
-        headers["content-type"] = content_type
-    return headers
 
 
 def replayed(
@@ -206,7 +212,6 @@ def replayed(
     with the body and headers its delivery carries (an envelope's timestamp: the event's
     creation, as at its publish)."""
     patterns = types(endpoint["event_types"])
-    endpoint_headers = dec.headers(endpoint["headers"])
     taken = []
     for row in events:
         labels = labels_from_column(row["labels"])
@@ -215,7 +220,7 @@ def replayed(
         if not routing.takes(patterns, endpoint["filter"]):
             continue
         body = payload
-        if endpoint["payload_format"] == "envelope":
+        if wraps(endpoint, row["type"]):
             body = envelope(row["type"], envelope_time(dec.time(row["created_at"])), payload, content_type)
-        taken.append((row["id"], body, delivery_headers(endpoint_headers, content_type)))
+        taken.append((row["id"], body, target_headers(endpoint, row["type"], content_type, dec)))
     return taken

@@ -26,13 +26,14 @@ from workly.ui.rendering import (
     older_link,
     page_start,
     render,
+    unusable_form,
 )
 from workly.web.dependencies import ServiceDep
 from workly.web.webhook_representation import event_type_json
 from workly.webhooks import check_event_type
 
 # The replay button's choices: how far back it looks.
-REPLAY_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+REPLAY_WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "3d": timedelta(days=3)}
 DONE = {
     "tested": "A test event is on its way: it is the newest of the delivery tasks below.",
     "replaying": "Replay started: the events this endpoint missed are delivered in the background.",
@@ -67,6 +68,8 @@ async def event_type_page(request: Request, event_type: str, service: ServiceDep
 @router.post("/endpoints/{endpoint_id}/test")
 async def send_test(request: Request, endpoint_id: str, service: ServiceDep) -> Response:
     event_type = await form_value(request, "event_type")
+    if event_type is None:
+        return unusable_form(request)
     if not could_be_id(endpoint_id):
         return error(request, 404, "There is no such endpoint.")
     try:
@@ -83,6 +86,8 @@ async def send_test(request: Request, endpoint_id: str, service: ServiceDep) -> 
 @router.post("/endpoints/{endpoint_id}/replay")
 async def replay(request: Request, endpoint_id: str, service: ServiceDep) -> Response:
     window = await form_value(request, "window", "24h")
+    if window is None:
+        return unusable_form(request)
     if not could_be_id(endpoint_id):
         return error(request, 404, "There is no such endpoint.")
     if window not in REPLAY_WINDOWS:
@@ -97,6 +102,8 @@ async def replay(request: Request, endpoint_id: str, service: ServiceDep) -> Res
 @router.post("/endpoints/{endpoint_id}/filter")
 async def change_filter(request: Request, endpoint_id: str, service: ServiceDep) -> Response:
     filter_json = await form_value(request, "filter_json")
+    if filter_json is None:
+        return unusable_form(request)
     if not could_be_id(endpoint_id):
         return error(request, 404, "There is no such endpoint.")
     try:
@@ -104,6 +111,8 @@ async def change_filter(request: Request, endpoint_id: str, service: ServiceDep)
         compiled = None if given is None else compile_filter(given)
     except ValueError as exc:
         return error(request, 422, f"That filter cannot be used: {exc}")
+    except RecursionError:
+        return error(request, 422, "That filter cannot be used: it is nested far too deep.")
     try:
         await service.webhooks.update_endpoint(endpoint_id, {"filter": compiled})
     except NotFoundError:

@@ -110,17 +110,23 @@ async def broken_cursor(request: Request, exc: Exception) -> HTMLResponse:
     return error(request, 400, "That page link is broken: start again from the first page.")
 
 
-MAX_FORM_BYTES = 16 * 1024  # the largest form of the dashboard: an endpoint's filter
+# The largest form of the dashboard: an endpoint's filter (8 KiB of compact JSON), shown
+# indented and url-encoded (each quote three bytes).
+MAX_FORM_BYTES = 128 * 1024
 
 
-async def form_value(request: Request, name: str, default: str = "") -> str:
-    """One field of a posted form (url-encoded, as every dashboard form is); a form larger
-    than any of them, or with more fields, reads as empty."""
+async def form_value(request: Request, name: str, default: str = "") -> str | None:
+    """One field of a posted form (url-encoded, as every dashboard form is); None for a form
+    larger than any of them, or with more fields: the button then changes nothing."""
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
-        return default
+        return None
     try:
         form = parse_qs(body.decode(errors="replace"), max_num_fields=4)
     except ValueError:
-        return default
+        return None
     return (form.get(name) or [default])[0]
+
+
+def unusable_form(request: Request) -> HTMLResponse:
+    return error(request, 413, "That form is larger than any of this dashboard's: nothing was changed.")

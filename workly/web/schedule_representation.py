@@ -44,6 +44,7 @@ def _event_template_json(event: NewEvent) -> dict[str, Any]:
         "key": event.key,
         "callback_url": event.callback_url,
         "failure_callback_url": event.failure_callback_url,
+        "labels": event.labels or {},
     }
 
 

@@ -34,5 +34,6 @@ class CatalogueStore(Protocol):
     async def catalogue_types(self) -> list[str]:
         """Every type in the catalogue, deprecated ones included."""
 
-    async def put_setting(self, name: str, value: str) -> None:
-        """Record a setting the SQL functions read (WORKLY_EVENT_TYPES: ``event_types``)."""
+    async def put_setting(self, name: str, value: str) -> str | None:
+        """Record a setting the SQL functions read (WORKLY_EVENT_TYPES: ``event_types``); the
+        value it had (None: none)."""

@@ -65,5 +65,8 @@ class PostgresCatalogue:
     async def catalogue_types(self) -> list[str]:
         return [row["type"] for row in await fetch(self._pool, self._q.catalogue_types)]
 
-    async def put_setting(self, name: str, value: str) -> None:
-        await execute(self._pool, self._q.put_setting, name=name, value=value)
+    async def put_setting(self, name: str, value: str) -> str | None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            before = await fetchrow(conn, self._q.get_setting, name=name)
+            await execute(conn, self._q.put_setting, name=name, value=value)
+        return None if before is None else str(before["value"])

@@ -9,13 +9,11 @@ from typing import Any
 from workly.breaker import HELD_UNTIL
 from workly.ids import new_task_id
 from workly.json_text import to_json
-from workly.operations import ChunkDone, Operation
+from workly.operations import ENDPOINT_GONE, ChunkDone, Operation
 from workly.storage import webhook_rows
 from workly.storage.operation_rows import operation_from_row
 from workly.storage.postgres.statements import DECODERS, Connection, fetch, fetchrow
 from workly.storage.queries import PostgresQueries
-
-ENDPOINT_GONE = "the endpoint was deleted while its replay ran"
 
 
 def _types(value: Any) -> tuple[str, ...] | None:
@@ -32,10 +30,14 @@ async def replay_chunk(
     if endpoint is None:
         failed = await fetchrow(conn, q.fail_operation, id=operation.id, error=ENDPOINT_GONE, now=now)
         return ChunkDone(operation_from_row(failed, DECODERS), 0)
-    events = await fetch(
-        conn, q.replay_events, after_seq=op["after_seq"], upto_seq=op["upto_seq"],
-        since=operation.filter.created_after, tenant=endpoint["tenant"], chunk=chunk,
-    )  # fmt: skip
+    window = {"after_seq": op["after_seq"], "upto_seq": op["upto_seq"], "chunk": chunk,
+              "since": operation.filter.created_after}  # fmt: skip
+    tenant = endpoint["tenant"]
+    events = await (
+        fetch(conn, q.replay_events_untenanted, **window)
+        if tenant is None
+        else fetch(conn, q.replay_events, tenant=tenant, **window)
+    )
     taken = webhook_rows.replayed(events, endpoint, DECODERS, _types)
     changed = 0
     if taken:

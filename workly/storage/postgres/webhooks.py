@@ -185,15 +185,14 @@ async def publish_on(
         return None
     task_ids = [new_task_id() for _ in targets]
     headers = [
-        to_json(webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type))
-        for row in targets
+        to_json(webhook_rows.target_headers(row, event.type, event.content_type, DECODERS)) for row in targets
     ]
     labels = None if event.labels is None else to_json(event.labels)
     stored = await fetchrow(
         conn, q.publish_event, **webhook_rows.event_params(event, now, event.run_at, labels),
         held_until=HELD_UNTIL, task_ids=task_ids, endpoint_ids=[row["id"] for row in targets],
         urls=[row["url"] for row in targets], headers=headers,
-        envelopes=[row["payload_format"] == "envelope" for row in targets],
+        envelopes=[webhook_rows.wraps(row, event.type) for row in targets],
         enveloped=webhook_rows.enveloped(event, targets, now),
         traceparent=event.traceparent, tracestate=event.tracestate,
     )  # fmt: skip

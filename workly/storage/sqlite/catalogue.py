@@ -53,10 +53,8 @@ class SqliteCatalogue:
     async def catalogue_types(self) -> list[str]:
         return [row["type"] for row in await self._reader.run(fetchall, _q().catalogue_types, {})]
 
-    async def put_setting(self, name: str, value: str) -> None:
-        await self._writer.transaction(
-            self._acknowledged, execute, _q().put_setting, {"name": name, "value": value}
-        )
+    async def put_setting(self, name: str, value: str) -> str | None:
+        return await self._writer.transaction(self._acknowledged, _put_setting, name, value)
 
 
 def _put(db: Db, event_type: str, spec: EventTypeSpec, now: datetime) -> tuple[EventType, bool]:
@@ -73,6 +71,12 @@ def _update(db: Db, event_type: str, change: EventTypeChange, now: datetime) -> 
     updated = fetchone(db, _q().update_event_type, event_type_params(event_type, spec, now, to_us, to_json))
     assert updated is not None, "locked above"
     return event_type_from_row(updated, DECODERS)
+
+
+def _put_setting(db: Db, name: str, value: str) -> str | None:
+    before = fetchone(db, _q().get_setting, {"name": name})
+    execute(db, _q().put_setting, {"name": name, "value": value})
+    return None if before is None else str(before["value"])
 
 
 def _delete(db: Db, event_type: str) -> None:

@@ -9,13 +9,12 @@ from typing import Any
 
 from workly.ids import new_task_id
 from workly.json_text import from_json, to_json
-from workly.operations import ChunkDone, Operation
+from workly.operations import ENDPOINT_GONE, ChunkDone, Operation
 from workly.storage import webhook_rows
 from workly.storage.operation_rows import operation_from_row
 from workly.storage.queries import sqlite_queries
 from workly.storage.sqlite.statements import DECODERS, HELD_US, SqliteRow, fetchall, fetchone, to_us
 
-ENDPOINT_GONE = "the endpoint was deleted while its replay ran"
 _SECOND_US = 1_000_000
 
 
@@ -33,10 +32,14 @@ def replay_chunk(
         [failed] = fetchall(db, q.fail_operation, {"id": operation.id, "error": ENDPOINT_GONE, "now": now_us})
         return ChunkDone(operation_from_row(failed, DECODERS), 0)
     since = operation.filter.created_after
-    events = fetchall(db, q.replay_events, {
-        "after_seq": op["after_seq"], "upto_seq": op["upto_seq"], "chunk": chunk,
-        "since": 0 if since is None else to_us(since), "tenant": endpoint["tenant"],
-    })  # fmt: skip
+    window = {"after_seq": op["after_seq"], "upto_seq": op["upto_seq"], "chunk": chunk,
+              "since": 0 if since is None else to_us(since)}  # fmt: skip
+    tenant = endpoint["tenant"]
+    events = (
+        fetchall(db, q.replay_events_untenanted, window)
+        if tenant is None
+        else fetchall(db, q.replay_events, {**window, "tenant": tenant})
+    )
     taken = webhook_rows.replayed(events, endpoint, DECODERS, _types)
     changed = 0
     if taken:

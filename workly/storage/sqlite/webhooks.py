@@ -265,9 +265,9 @@ def publish_on(
                 "endpoint_id": row["id"],
                 "url": row["url"],
                 "headers": to_json(
-                    webhook_rows.delivery_headers(DECODERS.headers(row["headers"]), event.content_type)
+                    webhook_rows.target_headers(row, event.type, event.content_type, DECODERS)
                 ),
-                "payload": enveloped if row["payload_format"] == "envelope" else event.payload,
+                "payload": enveloped if webhook_rows.wraps(row, event.type) else event.payload,
                 "held_until": HELD_US,
                 "run_at": run_us,
                 "key": event.key,

@@ -1,4 +1,4 @@
--- revision: 5
+-- revision: 6
 -- A repeatable file (workly/storage/migrator.py): a function is changed here, not in a
 -- numbered migration, and the revision above is raised by one with each change (a test holds
 -- each revision's content). CREATE OR REPLACE keeps each function's owner and what was granted
@@ -178,8 +178,9 @@ BEGIN
     END IF;
     IF (SELECT s.value FROM @schema@.settings s WHERE s.name = 'event_types') = 'strict'
        AND NOT EXISTS (SELECT 1 FROM @schema@.event_types et WHERE et.type = publish_event.type) THEN
-        PERFORM @schema@.workly_refuse('type', 'is not in the event catalogue, and WORKLY_EVENT_TYPES=strict '
-                                      'publishes only catalogue types');
+        PERFORM @schema@.workly_refuse('type', format('%s is not in the event catalogue, and WORKLY_EVENT_TYPES=strict '
+                                                      'publishes only catalogue types: declare it first '
+                                                      '(PUT /v1/event-types/%s)', to_json(type), type));
     END IF;
     IF labels IS NOT NULL THEN
         PERFORM @schema@.workly_check_labels(labels);
@@ -257,7 +258,10 @@ BEGIN
     SELECT @schema@.workly_new_id('task'), ep.id, 'ready', ep.url, 'POST',
            CASE WHEN EXISTS (SELECT 1 FROM json_object_keys(ep_headers.object) AS h(name) WHERE lower(h.name COLLATE "C") = 'content-type')
                 THEN ep_headers.object
-                ELSE (ep_headers.object::jsonb || jsonb_build_object('content-type', content_type))::json END,
+                ELSE (ep_headers.object::jsonb
+                      || jsonb_build_object('content-type', CASE WHEN ep.payload_format = 'envelope'
+                                                                 THEN 'application/json' ELSE content_type END))::json
+           END,
            CASE WHEN ep.payload_format = 'envelope' THEN enveloped ELSE bytes END,
            CASE WHEN b.key IS NULL THEN due ELSE '9999-01-01T00:00:00Z' END,
            CASE WHEN b.key IS NOT NULL THEN due END, 0, publish_event.key, now_, now_, event_id, ep.id, ep.id,

@@ -7,24 +7,26 @@ VALUES (:type, :description, :schema::json, :examples::json, :deprecated, :now, 
 ON CONFLICT (type) DO UPDATE
 SET description = excluded.description, schema = excluded.schema, examples = excluded.examples,
     deprecated = excluded.deprecated, version = event_types.version + 1, updated_at = excluded.updated_at
-RETURNING *, (xmax = 0) AS created;
+RETURNING seq, type, description, schema::text AS schema, examples::text AS examples, deprecated, version, created_at, updated_at,
+          (xmax = 0) AS created;
 
 -- name: lock_event_type
-SELECT * FROM event_types WHERE type = :type FOR UPDATE;
+SELECT seq, type, description, schema::text AS schema, examples::text AS examples, deprecated, version, created_at, updated_at FROM event_types WHERE type = :type FOR UPDATE;
 
 -- name: update_event_type
 UPDATE event_types
 SET description = :description, schema = :schema::json, examples = :examples::json,
     deprecated = :deprecated, version = version + 1, updated_at = :now
 WHERE type = :type
-RETURNING *;
+RETURNING seq, type, description, schema::text AS schema, examples::text AS examples, deprecated, version, created_at, updated_at;
 
 -- name: get_event_type
-SELECT * FROM event_types WHERE type = :type;
+-- JSON as text (read by catalogue_rows with json, which keeps integers beyond 64 bits exact).
+SELECT seq, type, description, schema::text AS schema, examples::text AS examples, deprecated, version, created_at, updated_at FROM event_types WHERE type = :type;
 
 -- name: list_event_types
 -- Newest first, as every list; deprecated ones only when asked for.
-SELECT * FROM event_types
+SELECT seq, type, description, schema::text AS schema, examples::text AS examples, deprecated, version, created_at, updated_at FROM event_types
 WHERE seq < :before AND (:include_deprecated::boolean OR NOT deprecated)
 ORDER BY seq DESC LIMIT :limit;
 
@@ -38,3 +40,6 @@ SELECT type FROM event_types ORDER BY type;
 -- name: put_setting
 INSERT INTO settings (name, value) VALUES (:name, :value)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: get_setting
+SELECT value FROM settings WHERE name = :name;

@@ -137,9 +137,13 @@ RETURNING t.seq;
 -- No row: the endpoint does not exist.
 INSERT INTO operations (id, action, filter, upto_seq, matched, created_at, updated_at)
 SELECT :id, 'replay', :filter::json, u.upto,
-       (SELECT count(*) FROM events e
-        WHERE e.seq <= u.upto AND e.created_at >= :created_after
-          AND (e.tenant = ep.tenant OR (ep.tenant IS NULL AND e.tenant IS NULL))),
+       -- Two counts, so that each reads events_tenant (an OR of both would scan events).
+       CASE WHEN ep.tenant IS NULL
+            THEN (SELECT count(*) FROM events e
+                  WHERE e.tenant IS NULL AND e.seq <= u.upto AND e.created_at >= :created_after)
+            ELSE (SELECT count(*) FROM events e
+                  WHERE e.tenant = ep.tenant AND e.seq <= u.upto AND e.created_at >= :created_after)
+       END,
        :now, :now
 FROM (SELECT coalesce(max(seq), 0) AS upto FROM events) u
 JOIN endpoints ep ON ep.id = :endpoint_id
@@ -152,12 +156,19 @@ SELECT id, url, headers, event_types, filter, payload_format, tenant FROM endpoi
 WHERE id = :id FOR NO KEY UPDATE;
 
 -- name: replay_events
--- The next events a replay goes through, in seq order (events_tenant).
+-- The next events of a tenant's endpoint's replay, in seq order (events_tenant).
 SELECT seq, id, type, tenant, labels::text AS labels, payload, content_type, run_at, created_at, key,
        callback_url, failure_callback_url
 FROM events
-WHERE seq > :after_seq AND seq <= :upto_seq AND created_at >= :since
-  AND (tenant = :tenant OR (:tenant::text IS NULL AND tenant IS NULL))
+WHERE tenant = :tenant AND seq > :after_seq AND seq <= :upto_seq AND created_at >= :since
+ORDER BY seq LIMIT :chunk;
+
+-- name: replay_events_untenanted
+-- An untenanted endpoint's: the untenanted events (events_tenant too).
+SELECT seq, id, type, tenant, labels::text AS labels, payload, content_type, run_at, created_at, key,
+       callback_url, failure_callback_url
+FROM events
+WHERE tenant IS NULL AND seq > :after_seq AND seq <= :upto_seq AND created_at >= :since
 ORDER BY seq LIMIT :chunk;
 
 -- name: replay_deliveries

@@ -37,3 +37,6 @@ SELECT type FROM event_types ORDER BY type;
 -- name: put_setting
 INSERT INTO settings (name, value) VALUES (:name, :value)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: get_setting
+SELECT value FROM settings WHERE name = :name;

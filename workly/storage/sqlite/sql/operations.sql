@@ -132,8 +132,12 @@ RETURNING seq;
 -- See the PostgreSQL query.
 INSERT INTO operations (id, action, filter, upto_seq, matched, created_at, updated_at)
 SELECT :id, 'replay', :filter, u.upto,
-       (SELECT count(*) FROM events e
-        WHERE e.seq <= u.upto AND e.created_at >= :created_after AND e.tenant IS ep.tenant),
+       CASE WHEN ep.tenant IS NULL
+            THEN (SELECT count(*) FROM events e
+                  WHERE e.tenant IS NULL AND e.seq <= u.upto AND e.created_at >= :created_after)
+            ELSE (SELECT count(*) FROM events e
+                  WHERE e.tenant = ep.tenant AND e.seq <= u.upto AND e.created_at >= :created_after)
+       END,
        :now, :now
 FROM (SELECT coalesce(max(seq), 0) AS upto FROM events) u
 JOIN endpoints ep ON ep.id = :endpoint_id
@@ -147,7 +151,14 @@ SELECT id, url, headers, event_types, filter, payload_format, tenant FROM endpoi
 SELECT seq, id, type, tenant, labels, payload, content_type, run_at, created_at, key,
        callback_url, failure_callback_url
 FROM events
-WHERE seq > :after_seq AND seq <= :upto_seq AND created_at >= :since AND tenant IS :tenant
+WHERE tenant = :tenant AND seq > :after_seq AND seq <= :upto_seq AND created_at >= :since
+ORDER BY seq LIMIT :chunk;
+
+-- name: replay_events_untenanted
+SELECT seq, id, type, tenant, labels, payload, content_type, run_at, created_at, key,
+       callback_url, failure_callback_url
+FROM events
+WHERE tenant IS NULL AND seq > :after_seq AND seq <= :upto_seq AND created_at >= :since
 ORDER BY seq LIMIT :chunk;
 
 -- name: replay_deliveries
