@@ -318,3 +318,34 @@ async def test_a_replay_looks_back_no_further_than_retention(api: Api) -> None:
     assert recent.status_code == 202, recent.text
     assert (await api.http.get("/v1/operations")).json()["operations"][0]["id"] == recent.json()["id"]
     assert len((await api.http.get("/v1/operations")).json()["operations"]) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"filter": {"payload.amount": {"$near": 1}}},
+        {"filter": {"$or": []}},
+        {"filter": {"body.amount": 1}},
+        {"filter": {"payload.tags": ["a"]}},
+        {"filter": "labels.region == eu"},
+        {"payload_format": "xml"},
+    ],
+)
+async def test_a_malformed_filter_or_format_is_a_422_and_stores_nothing(
+    api: Api, body: dict[str, Any]
+) -> None:
+    assert_problem(await api.http.post("/v1/endpoints", json={"url": HOOK, **body}), 422)
+    assert (await api.http.get("/v1/endpoints")).json()["endpoints"] == []
+    made = (await api.http.post("/v1/endpoints", json={"url": HOOK, "filter": {"labels.a": "b"}})).json()
+    assert_problem(await api.http.patch(f"/v1/endpoints/{made['id']}", json=body), 422)
+    assert (await api.http.get(f"/v1/endpoints/{made['id']}")).json()["filter"] == {"labels.a": "b"}
+
+
+@pytest.mark.parametrize(
+    "labels", [{"bad key": "x"}, {"k": 1}, {f"k{n}": "v" for n in range(11)}, {"k": "v" * 257}, ["region"]]
+)
+async def test_bad_labels_are_a_422_and_store_nothing(api: Api, labels: Any) -> None:
+    assert_problem(
+        await api.http.post("/v1/events", json={"type": "a.b", "payload": {}, "labels": labels}), 422
+    )
+    assert await event_count(api) == 0
