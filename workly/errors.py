@@ -18,6 +18,7 @@ WorklyError
 │   ├── TooManyEndpoints   a tenant's max_endpoints is reached
 │   ├── EndpointInUse      an endpoint with deliveries is given to another tenant
 │   ├── EndpointDisabled   a test event for a disabled endpoint
+│   ├── ReplayRunning      a replay of an endpoint that is being replayed
 │   └── StorageConflict    the database refused a write that collides (also a StorageError)
 ├── InvalidQueueConfig     a queue config that contradicts itself      → 422
 │   └── InvalidEndpoint    … or an endpoint (a tenant subscribed to workly.*)
@@ -169,6 +170,15 @@ class EndpointDisabled(ConflictError):
             f"(POST /v1/endpoints/{endpoint_id}/enable)"
         )
         self.endpoint_id = endpoint_id
+
+
+class ReplayRunning(ConflictError):
+    def __init__(self, endpoint_id: str, operation_id: str) -> None:
+        super().__init__(
+            f"endpoint {endpoint_id!r} is being replayed already ({operation_id}): follow it with "
+            f"GET /v1/operations/{operation_id}, and replay again once it has finished"
+        )
+        self.operation_id = operation_id
 
 
 class InvalidQueueConfig(WorklyError):

@@ -86,6 +86,10 @@ async def test_an_endpoint_is_tested_filtered_enveloped_and_replayed(e2e: E2E) -
     async with asyncio.timeout(10):
         while ok(await workly(e2e, "operation", started["id"], "--json")).json()["state"] == "running":
             await asyncio.sleep(0.05)  # the operation's answer, polled as a user would
+    again = ok(await workly(e2e, "endpoint-replay", created["id"], "--since", "1h", "--json")).json()
+    assert again["filter"]["created_after"] < datetime.now(UTC).isoformat()  # an hour back, as a time
+    recovered = ok(await workly(e2e, "endpoint-recover", created["id"], "--since", "2h")).out
+    assert recovered.strip() == "re-enqueued 0 deliveries"
     updated = ok(await workly(e2e, "endpoint-update", created["id"], "--filter", "null", "--payload-format",
                               "raw", "--json")).json()  # fmt: skip
     assert updated["filter"] is None and updated["payload_format"] == "raw"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.storage.helpers import token
 from tests.support.clock import VirtualClock
-from workly.errors import EndpointNotFound, EventTypeNotFound
+from workly.errors import EndpointNotFound, EventTypeNotFound, ReplayRunning
 from workly.event_filter import compile_filter
 from workly.event_types import EventTypeSpec
 from workly.ids import new_id, new_task_id
@@ -102,6 +102,10 @@ async def test_a_replay_goes_in_chunks_resumes_after_a_lost_lease_and_never_deli
         new_id("op"), "replay", TaskFilter(endpoint_id=endpoint, created_after=since), clock.now()
     )
     assert (created.action, created.matched, created.state) == ("replay", 10, "running")
+    with pytest.raises(ReplayRunning):
+        await storage.operations.create_operation(
+            new_id("op"), "replay", TaskFilter(endpoint_id=endpoint, created_after=since), clock.now()
+        )
     first = token()
     assert await storage.operations.take_operation(clock.now(), first, LEASE) is not None
     done = await storage.operations.run_operation_chunk(created.id, first, clock.now(), LEASE, 4)

@@ -106,6 +106,8 @@ async def test_the_endpoint_page_starts_a_replay(http: httpx.AsyncClient) -> Non
     assert started.status_code == 303 and started.headers["location"].endswith("?done=replaying")
     [operation] = (await api(http, "GET", "/v1/operations"))["operations"]
     assert operation["action"] == "replay" and operation["filter"]["endpoint_id"] == endpoint["id"]
+    running = await http.post(f"/ui/endpoints/{endpoint['id']}/replay", headers=origin(http))
+    assert running.status_code == 409 and "being replayed already" in running.text  # no dispatcher here
     odd = await http.post(
         f"/ui/endpoints/{endpoint['id']}/replay", data={"window": "1y"}, headers=origin(http)
     )

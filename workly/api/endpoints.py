@@ -3,7 +3,7 @@ and an endpoint's delivery tasks (docs/webhooks.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
@@ -98,15 +98,29 @@ async def recover_endpoint(
     return JSONResponse({"recovered": recovered})
 
 
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such endpoint"},
+    422: {"description": "Invalid input"},
+}
+
+
 @router.post(
-    "/{endpoint_id}/replay", status_code=202, summary="Deliver the events the endpoint missed since a time"
+    "/{endpoint_id}/replay",
+    status_code=202,
+    summary="Deliver the events the endpoint missed since a time",
+    responses=_REFUSALS,
 )
 async def replay_endpoint(endpoint_id: EndpointPath, replay: ReplayIn, service: ServiceDep) -> JSONResponse:
     operation = await service.webhooks.replay_endpoint(endpoint_id, replay.since)
     return JSONResponse(rep.operation_json(operation), status_code=202)
 
 
-@router.post("/{endpoint_id}/test", status_code=202, summary="Send the endpoint a test event")
+@router.post(
+    "/{endpoint_id}/test",
+    status_code=202,
+    summary="Send the endpoint a test event",
+    responses={**_REFUSALS, 409: {"description": "The endpoint is disabled"}},
+)
 async def send_test(
     endpoint_id: EndpointPath, service: ServiceDep, body: TestIn | None = None
 ) -> JSONResponse:

@@ -6,6 +6,7 @@ refuses or cannot be reached, 2 for bad input."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +14,7 @@ import typer
 from workly.client import access_render, render
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
-from workly.client.inputs import InputError, parse_headers, parse_pairs, parse_time, read_data
+from workly.client.inputs import InputError, parse_headers, parse_pairs, parse_time, parse_when, read_data
 from workly.client.render import one_line as render_text
 from workly.signing import PRIVATE_KEY_PREFIX, generate_key_pair, generate_secret
 
@@ -235,13 +236,15 @@ def endpoint_update(
 
 def endpoint_recover(
     endpoint_id: EndpointId,
-    since: Annotated[str, typer.Option(help="RFC 3339 with an offset: what failed at or after it")],
+    since: Annotated[
+        str, typer.Option(help="what failed at or after it: RFC 3339 with an offset, or 30m, 2h, 1d ago")
+    ],
     server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False,
 ) -> None:  # fmt: skip
     """Re-enqueue the endpoint's deliveries that failed since a time."""
 
     def recover(api: ApiClient) -> dict[str, Any]:
-        return api.recover_endpoint(endpoint_id, parse_time(since))
+        return api.recover_endpoint(endpoint_id, parse_when(since, datetime.now(UTC)))
 
     show(
         ask(server, token, recover),

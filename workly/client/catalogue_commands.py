@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -14,7 +15,7 @@ import typer
 from workly.client import render
 from workly.client.api import DEFAULT_SERVER, ApiClient
 from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page
-from workly.client.inputs import InputError, parse_time, read_data
+from workly.client.inputs import InputError, parse_when, read_data
 from workly.client.render import one_line
 
 TypeName = Annotated[str, typer.Argument(help="an event type, such as invoice.paid")]
@@ -121,13 +122,17 @@ def delete(event_type: TypeName, server: Server = DEFAULT_SERVER, token: Token =
 
 def endpoint_replay(
     endpoint_id: EndpointId,
-    since: Annotated[str, typer.Option(help="RFC 3339 with an offset: events published at or after it")],
+    since: Annotated[
+        str, typer.Option(help="events published at or after it: RFC 3339 with an offset, or 30m, 2h, 1d ago")
+    ],
     server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False,
 ) -> None:  # fmt: skip
     """Deliver to the endpoint every event since a time that it takes now and never received
     (a new endpoint catches up; a disabled one gets what it missed once enabled). Runs in the
     background: follow it with `workly operation <id>`."""
-    started = ask(server, token, lambda api: api.replay_endpoint(endpoint_id, parse_time(since)))
+    started = ask(
+        server, token, lambda api: api.replay_endpoint(endpoint_id, parse_when(since, datetime.now(UTC)))
+    )
     show(
         started,
         as_json,

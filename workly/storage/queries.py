@@ -167,6 +167,7 @@ class CommonQueries:
     replay_events_untenanted: Query
     replay_deliveries: Query
     fail_operation: Query
+    running_replay: Query
     # Schedules (<dialect>/sql/schedules.sql).
     insert_schedule: Query
     get_schedule: Query

@@ -14,7 +14,7 @@ from datetime import timedelta
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from workly.errors import EndpointDisabled, InvalidEventType, InvalidQueueConfig, NotFoundError
+from workly.errors import EndpointDisabled, InvalidEventType, InvalidQueueConfig, NotFoundError, ReplayRunning
 from workly.event_filter import compile_filter
 from workly.ui.access import require_same_origin
 from workly.ui.rendering import (
@@ -96,6 +96,10 @@ async def replay(request: Request, endpoint_id: str, service: ServiceDep) -> Res
         await service.webhooks.replay_endpoint(endpoint_id, service.now() - REPLAY_WINDOWS[window])
     except NotFoundError:
         return error(request, 404, "There is no such endpoint: it may have been deleted.")
+    except ReplayRunning:
+        return error(
+            request, 409, "This endpoint is being replayed already: replay again once it has finished."
+        )
     return back(f"/ui/endpoints/{endpoint_id}", "replaying")
 
 

@@ -16,7 +16,9 @@ class OperationStore(Protocol):
         self, operation_id: str, action: Action, task_filter: TaskFilter, now: datetime
     ) -> Operation:
         """Store a running operation covering the tasks stored now that ``task_filter``
-        matches (``matched`` counts them); nothing is changed yet."""
+        matches (``matched`` counts them); nothing is changed yet. A ``replay`` covers the
+        events of ``task_filter.endpoint_id``'s tenant since ``created_after`` instead; raises
+        EndpointNotFound, or ReplayRunning while another replay of it runs."""
 
     async def get_operation(self, operation_id: str) -> Operation | None: ...
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from workly.breaker import HELD_UNTIL
 from workly.callbacks import DueCallback
-from workly.errors import EndpointNotFound
+from workly.errors import EndpointNotFound, ReplayRunning
 from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
@@ -32,6 +32,9 @@ class PostgresOperations:
         self, operation_id: str, action: Action, task_filter: TaskFilter, now: datetime
     ) -> Operation:
         if action == "replay":
+            running = await fetchrow(self._pool, self._q.running_replay, endpoint_id=task_filter.endpoint_id)
+            if running is not None:
+                raise ReplayRunning(str(task_filter.endpoint_id), running["id"])
             row = await fetchrow(
                 self._pool, self._q.insert_replay_operation, id=operation_id,
                 filter=to_json(task_filter.given()), endpoint_id=task_filter.endpoint_id,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from workly.callbacks import DueCallback
-from workly.errors import EndpointNotFound
+from workly.errors import EndpointNotFound, ReplayRunning
 from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
@@ -128,6 +128,9 @@ def _create_replay(db: Db, operation_id: str, task_filter: TaskFilter, now_us: i
         "created_after": 0 if since is None else to_us(since),
         "now": now_us,
     }
+    running = fetchone(db, _q().running_replay, {"endpoint_id": task_filter.endpoint_id})
+    if running is not None:
+        raise ReplayRunning(str(task_filter.endpoint_id), running["id"])
     found = fetchall(db, _q().insert_replay_operation, params)
     if not found:
         raise EndpointNotFound(str(task_filter.endpoint_id))

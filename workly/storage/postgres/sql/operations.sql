@@ -196,3 +196,10 @@ SET state = 'failed', error = :error, finished_at = :now, updated_at = :now,
     matched = changed + skipped
 WHERE id = :id
 RETURNING *;
+
+-- name: running_replay
+-- A replay of this endpoint still running (the filter is kept as JSON text in a json value).
+SELECT id FROM operations
+WHERE state = 'running' AND action = 'replay'
+  AND ((filter #>> '{}')::jsonb ->> 'endpoint_id') = :endpoint_id
+LIMIT 1;

@@ -180,3 +180,8 @@ SET state = 'failed', error = :error, finished_at = :now, updated_at = :now,
     matched = changed + skipped
 WHERE id = :id
 RETURNING *;
+
+-- name: running_replay
+SELECT id FROM operations
+WHERE state = 'running' AND action = 'replay' AND json_extract(filter, '$.endpoint_id') = :endpoint_id
+LIMIT 1;
