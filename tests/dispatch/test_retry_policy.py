@@ -176,3 +176,18 @@ def test_an_answer_stop_on_ends_the_task_on_says_nothing_to_the_breaker(endpoint
         assert (result.outcome, result.effect) == ("failed", None)
     retried = judge(task, answered(500), random.Random(1))  # not listed: retried, and counted
     assert (retried.outcome, retried.effect) == ("retry", "fail" if endpoint_id else "ok")
+
+
+@pytest.mark.parametrize(
+    ("status", "attempt", "verdict", "kept"),
+    [(500, 1, "retry", 2048), (500, 3, "failed", 100_000), (200, 1, "succeeded", 100_000)],
+)
+def test_only_a_final_attempt_keeps_a_large_response(
+    status: int, attempt: int, verdict: str, kept: int
+) -> None:
+    """The response a callback hands on is the last attempt's: one to be retried keeps a snippet."""
+    task = replace(TASK, capture_response=True, attempt=attempt, max_attempts=3)
+    outcome = replace(answered(status), response=b"r" * 100_000)
+    result = judge(task, outcome, random.Random(1), kept_on_retry=2048)
+    assert (result.outcome, len(result.response)) == (verdict, kept)
+    assert len(judge(task, outcome, random.Random(1)).response) == 100_000  # no limit given: all of it

@@ -255,3 +255,26 @@ async def test_a_bulk_retry_redrives_every_failed_task_once(
     assert all(ids.count(task_id) == 2 for task_id in set(ids)) and len(set(ids)) == 60
     listed = (await http.get("/v1/operations")).json()
     assert [op["id"] for op in listed["operations"]] == [operation["id"]]
+
+
+async def test_only_the_last_attempt_of_a_task_with_a_callback_keeps_its_whole_response(
+    workly: tuple[Service, httpx.AsyncClient], receiver: Receiver
+) -> None:
+    """A task with a callback captures up to WORKLY_MAX_BODY_BYTES of each answer, but only the
+    last attempt's is handed on: the attempts before it keep the 2 KB every attempt keeps."""
+    _, http = workly
+    answer = b"a" * 100_000
+    receiver.answer_with("/big", answer)
+    receiver.script("/big", [500, 503, 200])
+    task = await enqueue(
+        http, receiver.url("/big"), max_attempts=5, min_backoff=0.05, max_backoff=0.05,
+        callback_url=receiver.url("/done"),
+    )  # fmt: skip
+    [callback] = await receiver.wait_for("/done", 1)
+    assert base64.b64decode(json.loads(callback.body)["response_base64"]) == answer
+    attempts = await attempts_of(http, task["id"])
+    assert [(a["status_code"], len(a["response"])) for a in attempts] == [
+        (500, 2048),
+        (503, 2048),
+        (200, 100_000),
+    ]

@@ -64,8 +64,10 @@ class Dispatcher:
         tracing: Tracing | None = None,
         rollup: Rollup | None = None,
         eager: bool = True,
+        kept_on_retry: int | None = None,
     ) -> None:
         self._metrics = metrics or Metrics()
+        self._kept_on_retry = kept_on_retry  # response bytes of an attempt to be retried (policy.judge)
         self._rollup = rollup or Rollup()  # the dashboard's charts (delivery_stats.py)
         self._tracing = tracing or Tracing()
         self._breaker_rules = breaker_rules or BreakerRules()
@@ -302,7 +304,7 @@ class Dispatcher:
         except NotSent:
             self._lapsed(lease)
             return
-        result = judge(task, outcome, self._rng)
+        result = judge(task, outcome, self._rng, self._kept_on_retry)
         seconds = (outcome.finished_at - outcome.started_at).total_seconds()
         self._observe(task, outcome, result, seconds)
         # A success is counted (workly_deliveries_total, the dashboard's charts) and logged at

@@ -92,7 +92,12 @@ def overdue(task: ClaimedTask, now: datetime) -> AttemptResult | None:
     )
 
 
-def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> AttemptResult:
+def judge(
+    task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random, kept_on_retry: int | None = None
+) -> AttemptResult:
+    """The attempt's result. ``kept_on_retry``: response bytes an attempt that will be retried
+    keeps (a task with a callback captures up to WORKLY_MAX_BODY_BYTES, but only its last
+    attempt's response is handed on; None: all of it)."""
     code = outcome.status_code
     error = outcome.error
     stop = code is not None and stops_on(code, task.stop_on)
@@ -113,7 +118,9 @@ def judge(task: ClaimedTask, outcome: DeliveryOutcome, rng: random.Random) -> At
             finished_at=outcome.finished_at,
             status_code=code,
             error=error,
-            response=outcome.response,
+            response=outcome.response
+            if verdict != "retry" or kept_on_retry is None
+            else outcome.response[:kept_on_retry],
             outcome=verdict,
             next_run_at=next_run_at,
             breaker=task.breaker,

@@ -146,7 +146,7 @@ def assemble(
         poll_interval=settings.poll_interval, lease_margin=settings.lease_margin,
         result_batch_max=settings.result_batch_max, metrics=metrics,
         breaker_rules=settings.breaker_rules(), on_recorded=recorded, tracing=tracing,
-        rollup=rollup,
+        rollup=rollup, kept_on_retry=settings.response_snippet_bytes,
     )  # fmt: skip
     enqueuer = Enqueuer(
         storage.tasks, clock, work_available, metrics=metrics,
