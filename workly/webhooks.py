@@ -31,6 +31,7 @@ MAX_EVENT_TYPE = 128
 MAX_EVENT_TYPES = 100
 WORKLY_EVENT_PREFIX = "workly."
 HealthState = Literal["healthy", "failing", "open", "disabled"]
+JSON_PAYLOAD = "application/json"  # the content type of a JSON payload (else: payload_base64's bytes)
 PayloadFormat = Literal["raw", "envelope"]
 PAYLOAD_FORMATS: tuple[PayloadFormat, ...] = ("raw", "envelope")
 MAX_LABELS = 10
@@ -157,7 +158,7 @@ def envelope(event_type: str, timestamp: str, payload: bytes, content_type: str)
     bytes as published (never re-serialised); a payload that is not JSON goes as
     ``data_base64``."""
     head = b'{"type":' + to_json(event_type).encode() + b',"timestamp":' + to_json(timestamp).encode()
-    if content_type == "application/json":
+    if content_type == JSON_PAYLOAD:
         return head + b',"data":' + payload + b"}"
     return head + b',"data_base64":' + to_json(base64.b64encode(payload).decode()).encode() + b"}"
 

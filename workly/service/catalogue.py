@@ -4,7 +4,7 @@ publish and a subscription must respect of them.
 Every publish asks for its type's entry: it is remembered for ``CACHE_SECONDS``, so a type
 changed in another process takes effect here within that time (in this process at once),
 at the cost of one read per type and period. A schema is compiled once per process and
-content (keyed by its JSON text), whatever its type's version.
+version (a type deleted and declared again is told apart by when it was created).
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from workly.event_types import (
 )
 from workly.short_cache import ShortCache
 from workly.storage.contract import CatalogueStore
-from workly.webhooks import NewEvent, is_workly_event, matches
+from workly.webhooks import JSON_PAYLOAD, NewEvent, is_workly_event, matches
 
 log = logging.getLogger("workly.catalogue")
 CACHE_SECONDS = 0.5
 MAX_VALIDATORS = 1024
-JSON = "application/json"
 
 
 class CatalogueUseCases:
@@ -119,7 +118,7 @@ class CatalogueUseCases:
             return
         if entry.spec.schema is None:
             return
-        if event.content_type != JSON:
+        if event.content_type != JSON_PAYLOAD:
             raise InvalidPayload(
                 event.type, [("", "the payload is not JSON (payload_base64), and its type has a schema")]
             )

@@ -34,6 +34,7 @@ from workly.trace_context import parse_trace_context, stored
 from workly.tracing import Tracing
 from workly.webhooks import (
     ENDPOINT_PREFIX,
+    JSON_PAYLOAD,
     Endpoint,
     EndpointSpec,
     Event,
@@ -51,7 +52,6 @@ _SPEC_FIELDS = frozenset(
 )
 _DELIVERY_FIELDS = frozenset(f.name for f in fields(QueueConfig)) - {"paused"}
 MANUALLY_DISABLED = "disabled by hand (API, CLI or dashboard)"
-JSON = "application/json"
 TEST_TYPE = "workly.test"
 TEST_PAYLOAD = b'{"type":"workly.test"}'  # a test of a type without examples
 
@@ -192,9 +192,9 @@ class WebhookUseCases:
         now = self._clock.now()
         body = payload
         if endpoint.spec.payload_format == "envelope":
-            body = envelope(event_type or TEST_TYPE, envelope_time(now), payload, JSON)
+            body = envelope(event_type or TEST_TYPE, envelope_time(now), payload, JSON_PAYLOAD)
         task_id = new_task_id()
-        headers = delivery_headers(endpoint.spec.headers, JSON)
+        headers = delivery_headers(endpoint.spec.headers, JSON_PAYLOAD)
         await self._webhooks.add_test_delivery(endpoint_id, task_id, body, headers, now)
         self._work_available()
         task = await self._tasks.get_task(task_id)

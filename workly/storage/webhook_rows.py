@@ -13,6 +13,7 @@ from workly.event_filter import filter_text, stored_filter
 from workly.json_text import from_json
 from workly.storage.rows import Decoders, Row, queue_config_from_row
 from workly.webhooks import (
+    JSON_PAYLOAD,
     Delivery,
     Endpoint,
     EndpointSpec,
@@ -194,7 +195,7 @@ def wraps(target: Row, event_type: str) -> bool:
 def target_headers(target: Row, event_type: str, content_type: str, dec: Decoders) -> dict[str, str]:
     """What a delivery to ``target`` carries: its headers, and the content-type of what is
     sent (an envelope is JSON, whatever the payload)."""
-    sent_as = "application/json" if wraps(target, event_type) else content_type
+    sent_as = JSON_PAYLOAD if wraps(target, event_type) else content_type
     return delivery_headers(dec.headers(target["headers"]), sent_as)
 
 

@@ -13,11 +13,8 @@ from workly.operations import ENDPOINT_GONE, ChunkDone, Operation
 from workly.storage import webhook_rows
 from workly.storage.operation_rows import operation_from_row
 from workly.storage.postgres.statements import DECODERS, Connection, fetch, fetchrow
+from workly.storage.postgres.webhooks import types_of
 from workly.storage.queries import PostgresQueries
-
-
-def _types(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else tuple(value)
 
 
 async def replay_chunk(
@@ -38,7 +35,7 @@ async def replay_chunk(
         if tenant is None
         else fetch(conn, q.replay_events, tenant=tenant, **window)
     )
-    taken = webhook_rows.replayed(events, endpoint, DECODERS, _types)
+    taken = webhook_rows.replayed(events, endpoint, DECODERS, types_of)
     changed = 0
     if taken:
         inserted = await fetch(

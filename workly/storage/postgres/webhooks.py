@@ -24,12 +24,13 @@ from workly.storage.queries import PostgresQueries
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
 
-def _types(value: Any) -> tuple[str, ...] | None:
+def types_of(value: Any) -> tuple[str, ...] | None:
+    """An endpoint row's event_types, as this dialect keeps them."""
     return None if value is None else tuple(value)
 
 
 def _endpoint(row: Any) -> Endpoint:
-    return webhook_rows.endpoint_from_row(row, DECODERS, _types)
+    return webhook_rows.endpoint_from_row(row, DECODERS, types_of)
 
 
 @raises_workly_errors(interpret_postgres_error)
@@ -179,7 +180,7 @@ async def publish_on(
             if event.tenant is None
             else fetch(conn, q.publish_targets, tenant=event.tenant)
         ),
-        _types,
+        types_of,
     )
     if only_if_delivered and not targets:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Literal
 
 from workly.callbacks import DueCallback
 from workly.errors import EndpointNotFound, ReplayRunning
@@ -30,6 +31,7 @@ from workly.storage.sqlite.statements import (
 )
 
 Db = sqlite3.Connection
+REPLAY: Literal["replay"] = "replay"
 _q = sqlite_queries
 _SECOND_US = 1_000_000
 
@@ -83,13 +85,11 @@ class SqliteOperations:
     async def run_operation_chunk(
         self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
     ) -> ChunkDone | None:
-        held = {"id": operation_id, "lease_token": lease_token}
-        op = await self._reader.run(fetchone, _q().operation_chunk_operation, held)
-        if op is not None and op["action"] == "replay":
+        found = await self._reader.run(_read_chunk, operation_id, lease_token, chunk)
+        if isinstance(found, str):  # REPLAY: it goes through events, on the writer alone
             return await self._writer.transaction(
                 self._acknowledged, _replay, operation_id, lease_token, to_us(now), lease_seconds, chunk
             )
-        found = await self._reader.run(_read_chunk, operation_id, lease_token, chunk)
         if found is None:
             return None
         after_seq, seqs = found
@@ -162,11 +162,16 @@ def _create_operation(
     return operation_from_row(row, DECODERS)
 
 
-def _read_chunk(db: Db, operation_id: str, lease_token: str, chunk: int) -> tuple[int, list[int]] | None:
-    """On the reader: where the operation stands, and the seqs of its next chunk's tasks."""
+def _read_chunk(
+    db: Db, operation_id: str, lease_token: str, chunk: int
+) -> tuple[int, list[int]] | Literal["replay"] | None:
+    """On the reader: where the operation stands, and the seqs of its next chunk's tasks
+    (REPLAY for a replay, whose chunk reads events in its own transaction)."""
     op = fetchone(db, _q().operation_chunk_operation, {"id": operation_id, "lease_token": lease_token})
     if op is None:
         return None
+    if op["action"] == "replay":
+        return REPLAY
     operation = operation_from_row(op, DECODERS)
     params = {"after_seq": op["after_seq"], "upto_seq": op["upto_seq"], "chunk": chunk}
     found = fetchall(db, _q().operation_chunk, {**params, **filter_params(operation.filter, to_us)})

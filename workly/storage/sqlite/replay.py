@@ -5,21 +5,17 @@ the whole chunk runs in its BEGIN IMMEDIATE transaction, nothing comes in betwee
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from workly.ids import new_task_id
-from workly.json_text import from_json, to_json
+from workly.json_text import to_json
 from workly.operations import ENDPOINT_GONE, ChunkDone, Operation
 from workly.storage import webhook_rows
 from workly.storage.operation_rows import operation_from_row
 from workly.storage.queries import sqlite_queries
 from workly.storage.sqlite.statements import DECODERS, HELD_US, SqliteRow, fetchall, fetchone, to_us
+from workly.storage.sqlite.webhooks import types_of
 
 _SECOND_US = 1_000_000
-
-
-def _types(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else tuple(from_json(value))
 
 
 def replay_chunk(
@@ -40,7 +36,7 @@ def replay_chunk(
         if tenant is None
         else fetchall(db, q.replay_events, {**window, "tenant": tenant})
     )
-    taken = webhook_rows.replayed(events, endpoint, DECODERS, _types)
+    taken = webhook_rows.replayed(events, endpoint, DECODERS, types_of)
     changed = 0
     if taken:
         cursor = db.executemany(q.replay_deliveries.sql, [

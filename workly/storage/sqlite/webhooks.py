@@ -37,7 +37,8 @@ Db = sqlite3.Connection
 _q = sqlite_queries
 
 
-def _types(value: Any) -> tuple[str, ...] | None:
+def types_of(value: Any) -> tuple[str, ...] | None:
+    """An endpoint row's event_types, as this dialect keeps them."""
     return None if value is None else tuple(from_json(value))
 
 
@@ -155,7 +156,7 @@ def _read_endpoint(db: Db, endpoint_id: str) -> Endpoint:
 
 
 def _endpoint(row: SqliteRow) -> Endpoint:
-    return webhook_rows.endpoint_from_row(row, DECODERS, _types)
+    return webhook_rows.endpoint_from_row(row, DECODERS, types_of)
 
 
 def _list_endpoints(
@@ -238,7 +239,7 @@ def publish_on(
         fetchall(db, _q().publish_targets_untenanted)
         if event.tenant is None
         else fetchall(db, _q().publish_targets, {"tenant": event.tenant}),
-        _types,
+        types_of,
     )
     if only_if_delivered and not targets:
         return None
