@@ -155,7 +155,7 @@ async def test_retention_prunes_old_succeeded_tasks_in_batches(storage: Storage)
         [result_for(c, clock.now(), "succeeded") for c in claimed], clock.now()
     )
     clock.advance(8 * 86400)
-    keeper = Retention(storage.upkeep, clock, retention=7 * 86400, every=60)
+    keeper = Retention(storage.retention, clock, retention=7 * 86400, every=60)
     upkeep = Upkeep(clock, [keeper])
     await upkeep.start()
     try:
@@ -223,11 +223,7 @@ async def test_the_upkeep_jobs_and_their_intervals_follow_the_settings(sqlite_ur
             )
         )
     )  # fmt: skip
-    assert (changed["reap"], changed["prune"], changed["index rebuilds"], changed["audit pruning"]) == (
-        0,
-        0,
-        0,
-        0,
-    )
+    assert (changed["reap"], changed["index rebuilds"], changed["audit pruning"]) == (0, 0, 0)
+    assert changed["prune"] == 60.0  # a queue's or a tenant's own retention applies whatever the settings
     assert (changed["breaker probes"], changed["vacuum"]) == (0.2, 7)
     assert dict(await intervals(Settings(database_url=sqlite_url), autovacuum=False))["vacuum"] == 10.0

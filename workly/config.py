@@ -75,7 +75,13 @@ class Settings(BaseSettings):
     retention: float = Field(
         default=7 * 86400,
         ge=0,
-        description="seconds succeeded tasks (and their attempts) are kept; 0 = forever",
+        description="seconds succeeded tasks (and their attempts) are kept, and events none of whose "
+        "deliveries is left; 0 = forever",
+    )
+    failed_retention: float = Field(
+        default=30 * 86400,
+        ge=0,
+        description="seconds failed and canceled tasks (and their attempts) are kept; 0 = forever",
     )
     event_types: Literal["open", "strict"] = Field(
         default="open",

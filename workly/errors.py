@@ -181,6 +181,16 @@ class ReplayRunning(ConflictError):
         self.operation_id = operation_id
 
 
+class DeliveryInFlight(ConflictError):
+    def __init__(self, event_id: str, task_id: str) -> None:
+        super().__init__(
+            f"cannot delete event {event_id!r} while its delivery {task_id!r} is being sent; try again "
+            "once it has finished"
+        )
+        self.event_id = event_id
+        self.task_id = task_id
+
+
 class InvalidQueueConfig(WorklyError):
     """A queue configuration whose fields contradict each other."""
 

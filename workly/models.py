@@ -48,6 +48,9 @@ class QueueConfig:
     # (408, 425 and 429 are retried whatever it says: dispatch/policy.py).
     stop_on: tuple[str, ...] = DEFAULT_STOP_ON
     deadline: float | None = None  # seconds after a task's creation (or redrive): no attempt after
+    # Seconds its finished tasks are kept, whatever their outcome (None: WORKLY_RETENTION
+    # and WORKLY_FAILED_RETENTION; docs/retention.md).
+    retention: int | None = None
 
 
 # A change to a queue's config, applied by the storage to the stored config inside the

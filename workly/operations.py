@@ -16,10 +16,11 @@ from typing import Any, Literal
 from workly.models import TaskStatus
 from workly.task_json import time_text
 
-Action = Literal["retry", "cancel", "replay"]
+Action = Literal["retry", "cancel", "replay", "erase"]
 OperationState = Literal["running", "succeeded", "failed"]
 # What POST /v1/operations asks for; a replay is asked for through its endpoint
-# (POST /v1/endpoints/{id}/replay) and goes through events, not tasks (docs/webhooks.md).
+# (POST /v1/endpoints/{id}/replay) and goes through events, not tasks (docs/webhooks.md);
+# an erase through its tenant (DELETE /v1/tenants/{tenant}, docs/retention.md).
 ACTIONS: tuple[Action, ...] = ("retry", "cancel")
 ENDPOINT_GONE = "the endpoint was deleted while its replay ran"  # a replay's error then
 CHUNK = 1000  # tasks per transaction: short enough that claims and enqueues never wait long
@@ -28,6 +29,7 @@ CHANGES_FROM: dict[Action, tuple[TaskStatus, ...]] = {
     "retry": ("failed", "canceled"),
     "cancel": ("ready",),
     "replay": (),
+    "erase": (),
 }
 
 

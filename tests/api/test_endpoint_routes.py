@@ -40,6 +40,7 @@ FIELDS = {
     "timeout",
     "stop_on",
     "deadline",
+    "retention",
     "ordering",
     "enabled",
     "health",
@@ -60,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "max_backoff": 3600.0,
     "timeout": 30.0,
     "ordering": "none",
+    "retention": None,
     "enabled": True,
 }
 HEALTHY: dict[str, Any] = {
@@ -83,6 +85,7 @@ CUSTOM: dict[str, Any] = {
     "max_backoff": 60.0,
     "timeout": 5.0,
     "ordering": "key",
+    "retention": 86400,
 }
 JSON = {"content-type": "application/json"}
 NO_TASKS = {"ready": 0, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}
@@ -535,7 +538,7 @@ async def test_refused_patch_changes_nothing(api: Api, body: dict[str, Any], slu
 # --- DELETE ----------------------------------------------------------------------------------
 
 
-async def test_delete_removes_the_endpoint_its_queue_and_its_tasks(api: Api) -> None:
+async def test_delete_removes_the_endpoint_and_its_pending_tasks_keeping_the_finished(api: Api) -> None:
     doomed, kept = await create(api), await create(api)
     events = [await publish(api) for _ in range(3)]
     doomed_tasks = [delivery_to(event, doomed["id"]) for event in events]
@@ -548,9 +551,12 @@ async def test_delete_removes_the_endpoint_its_queue_and_its_tasks(api: Api) -> 
 
     assert_problem(await api.http.get(f"/v1/endpoints/{doomed['id']}"), 404, "not-found")
     assert_problem(await api.http.get(f"/v1/endpoints/{doomed['id']}/secret"), 404, "not-found")
-    assert_problem(await api.http.get(f"/v1/queues/{doomed['id']}"), 404, "not-found")
-    for task_id in doomed_tasks:
+    for task_id in doomed_tasks[1:]:  # pending: gone with it
         assert_problem(await api.http.get(f"/v1/tasks/{task_id}"), 404, "not-found")
+    # Finished (canceled): kept until retention, visible on its event; its queue is not listed.
+    assert (await api.task(doomed_tasks[0]))["status"] == "canceled"
+    first = (await api.http.get(f"/v1/events/{events[0]['id']}")).json()
+    assert {d["endpoint_id"] for d in first["deliveries"]} == {doomed["id"], kept["id"]}
     assert await listed_ids(api) == [kept["id"]]
     assert await api.queue_names() == [kept["id"]]
     assert [(await api.task(task_id))["status"] for task_id in kept_tasks] == ["ready"] * 3

@@ -273,7 +273,7 @@ async def test_unknown_route_is_a_404_problem(api: Api, method: str, path: str) 
 @pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [
-        ("DELETE", "/v1/tasks/task_x", {"GET"}),
+        ("PUT", "/v1/tasks/task_x/attempts", {"GET"}),
         ("GET", "/v1/tasks/task_x/cancel", {"POST"}),
         ("PUT", "/v1/queues/q/tasks/batch", {"POST"}),
         ("POST", "/v1/queues", {"GET"}),

@@ -151,7 +151,7 @@ async def test_a_replay_looks_only_since_its_time_and_fails_when_its_endpoint_go
     assert created.matched == 2
     lease = token()
     assert await storage.operations.take_operation(clock.now(), lease, LEASE) is not None
-    await storage.webhooks.delete_endpoint(endpoint)
+    await storage.webhooks.delete_endpoint(endpoint, clock.now())
     done = await storage.operations.run_operation_chunk(created.id, lease, clock.now(), LEASE, 100)
     assert done is not None and done.operation.state == "failed" and "deleted" in (done.operation.error or "")
     assert later  # published after since: what the replay would have covered

@@ -130,7 +130,7 @@ class Walk:
         self.claimed = [task for task in self.claimed if task.queue != queue]
 
     async def prune(self) -> None:
-        await self.storage.upkeep.prune_succeeded(self.clock.now() + timedelta(seconds=1))
+        await self.storage.retention.prune_succeeded(self.clock.now() + timedelta(seconds=1))
 
     async def pause(self) -> None:  # changes no task: the counts must not move either
         queue = self.rng.choice(QUEUES)

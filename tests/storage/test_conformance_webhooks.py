@@ -227,20 +227,50 @@ async def test_update_endpoint_raises_what_the_change_raises(storage: Storage, c
     assert await storage.webhooks.get_endpoint(created.id) == created
 
 
-async def test_delete_endpoint_removes_its_queue_and_tasks(storage: Storage, clock: VirtualClock) -> None:
+async def test_delete_endpoint_removes_it_and_its_pending_deliveries(
+    storage: Storage, clock: VirtualClock
+) -> None:
     doomed = await endpoint(storage, clock)
     kept = await endpoint(storage, clock)
-    published = await publish(storage, clock)
-    assert receivers(published) == {doomed.id, kept.id}
+    delivered = await publish(storage, clock)
+    claimed = await claim(storage, clock.now())
+    await storage.dispatch.record_results(
+        [outcome(c, clock.now(), None, "succeeded", 200) for c in claimed], clock.now()
+    )
+    pending = await publish(storage, clock)
+    assert receivers(pending) == {doomed.id, kept.id}
     await storage.tasks.enqueue(in_queue("plain", [new()]), clock.now())
-    await storage.webhooks.delete_endpoint(doomed.id)
+    await storage.webhooks.delete_endpoint(doomed.id, clock.now())
     assert await storage.webhooks.get_endpoint(doomed.id) is None
-    assert await storage.queues.get_queue(doomed.id) is None
-    assert {t.queue for t in await all_tasks(storage)} == {kept.id, "plain"}
-    stored = await storage.webhooks.get_event(published.event.id)
-    assert stored is not None
-    assert [d.endpoint_id for d in stored.deliveries] == [kept.id]
     assert [e.id for e in (await storage.webhooks.list_endpoints(None, 10, None))[0]] == [kept.id]
+    # Its pending delivery went; its finished one stays visible on its event until
+    # retention, in its queue, which is retired: not listed, and paused.
+    stored = await storage.webhooks.get_event(pending.event.id)
+    assert stored is not None and [d.endpoint_id for d in stored.deliveries] == [kept.id]
+    finished = await storage.webhooks.get_event(delivered.event.id)
+    assert finished is not None
+    assert {(d.endpoint_id, d.status) for d in finished.deliveries} == {
+        (doomed.id, "succeeded"),
+        (kept.id, "succeeded"),
+    }
+    assert doomed.id not in {q.name for q in await storage.queues.list_queues()}
+    assert await claim(storage, clock.now()) != []  # the plain task and kept's pending delivery
+    # Once retention has taken its last delivery, the retired queue goes too.
+    assert await storage.retention.prune_retired_queues() == 0
+    assert await storage.retention.prune_succeeded(clock.advance(60), limit=100) == 2
+    assert await storage.retention.prune_retired_queues() == 1
+    assert await storage.queues.get_queue(doomed.id) is None
+    assert await storage.queues.get_queue(kept.id) is not None
+
+
+async def test_delete_endpoint_without_finished_deliveries_removes_its_queue(
+    storage: Storage, clock: VirtualClock
+) -> None:
+    doomed = await endpoint(storage, clock)
+    await publish(storage, clock)
+    await storage.webhooks.delete_endpoint(doomed.id, clock.now())
+    assert await storage.queues.get_queue(doomed.id) is None
+    assert await all_tasks(storage) == []
 
 
 async def test_unknown_endpoints(storage: Storage, clock: VirtualClock) -> None:
@@ -249,7 +279,7 @@ async def test_unknown_endpoints(storage: Storage, clock: VirtualClock) -> None:
     with pytest.raises(EndpointNotFound):
         await storage.webhooks.update_endpoint(missing, lambda s: s, clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.webhooks.delete_endpoint(missing)
+        await storage.webhooks.delete_endpoint(missing, clock.now())
     with pytest.raises(EndpointNotFound):
         await storage.webhooks.set_endpoint_enabled(missing, True, None, clock.now())
     with pytest.raises(EndpointNotFound):
@@ -259,7 +289,7 @@ async def test_unknown_endpoints(storage: Storage, clock: VirtualClock) -> None:
     # A plain queue is not an endpoint.
     await storage.queues.put_queue("plain", QueueConfig(), clock.now())
     with pytest.raises(EndpointNotFound):
-        await storage.webhooks.delete_endpoint("plain")
+        await storage.webhooks.delete_endpoint("plain", clock.now())
     assert await storage.queues.get_queue("plain") is not None
 
 
@@ -897,7 +927,7 @@ async def test_a_result_for_a_deleted_endpoint_is_recorded_quietly(
         await publish(storage, clock)
     claimed = await claim(storage, clock.now())
     assert len(claimed) == 6
-    await storage.webhooks.delete_endpoint(created.id)
+    await storage.webhooks.delete_endpoint(created.id, clock.now())
     # Its deliveries answered 410 and failed: nothing to disable, no breaker to move, and
     # the other endpoint's results in the same batch count as usual.
     results = [
@@ -1021,9 +1051,9 @@ async def test_events_are_pruned_once_no_delivery_is_kept(storage: Storage, cloc
     ]
     await storage.dispatch.record_results(results, clock.now(), RULES)
     later = clock.advance(3600)
-    assert await storage.upkeep.prune_events(later) == 1  # the unmatched one: no delivery to wait for
-    assert await storage.upkeep.prune_succeeded(later) == 1
-    assert await storage.upkeep.prune_events(later) == 1  # its delivery is gone now
+    assert await storage.retention.prune_events(later) == 1  # the unmatched one: no delivery to wait for
+    assert await storage.retention.prune_succeeded(later) == 1
+    assert await storage.retention.prune_events(later) == 1  # its delivery is gone now
     assert (
         await storage.webhooks.get_event(unmatched.id) is None
         and await storage.webhooks.get_event(delivered.id) is None

@@ -45,7 +45,7 @@ async def churn(storage: PostgresStorage, clock: VirtualClock, tasks: int) -> No
             for task in claimed
         ]
         await storage.dispatch.record_results(results, clock.now())
-    while await storage.upkeep.prune_succeeded(clock.advance(60), limit=5000):
+    while await storage.retention.prune_succeeded(clock.advance(60), limit=5000):
         pass
 
 

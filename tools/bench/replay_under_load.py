@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import time
 from typing import Any
 
 import aiohttp
+
+from tools.bench.open_loop import latency_summary, publish_open_loop
 
 TENANT = "replay-bench"
 
@@ -38,38 +39,8 @@ async def seed(http: aiohttp.ClientSession, count: int) -> None:
     await asyncio.gather(*(worker() for _ in range(32)))
 
 
-async def live(
-    http: aiohttp.ClientSession, rate: float, stop: asyncio.Event, out: list[tuple[float, float]]
-) -> None:
-    """Open loop: one publish every 1/rate s, whatever the answers; (sent at, seconds taken)."""
-
-    async def one(sent: float) -> None:
-        body = {"type": "bench.live", "tenant": TENANT, "payload": {"at": sent}}
-        async with http.post("/v1/events", json=body) as response:
-            assert response.status == 201, await response.text()
-        out.append((sent, time.perf_counter() - sent))
-
-    pending: set[asyncio.Task[None]] = set()
-    start = time.perf_counter()
-    n = 0
-    while not stop.is_set():
-        n += 1
-        await asyncio.sleep(max(0.0, start + n / rate - time.perf_counter()))
-        task = asyncio.create_task(one(time.perf_counter()))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-    await asyncio.gather(*pending)
-
-
-def _summary(latencies: list[float]) -> str:
-    if not latencies:
-        return "none"
-    ordered = sorted(latencies)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return (
-        f"{len(ordered)} publishes, p50 {statistics.median(ordered) * 1000:.1f} ms, "
-        f"p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
-    )
+def _live_event(sent: float) -> dict[str, Any]:
+    return {"type": "bench.live", "tenant": TENANT, "payload": {"at": sent}}
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -86,7 +57,7 @@ async def main(args: argparse.Namespace) -> None:
             assert response.status == 200, await response.text()
         stop = asyncio.Event()
         samples: list[tuple[float, float]] = []
-        publisher = asyncio.create_task(live(http, args.rate, stop, samples))
+        publisher = asyncio.create_task(publish_open_loop(http, args.rate, stop, samples, _live_event))
         await asyncio.sleep(3)  # latency before the replay
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seeded_from - 1))
         replay_began = time.perf_counter()
@@ -108,8 +79,11 @@ async def main(args: argparse.Namespace) -> None:
         f"replay {state['state']}: {state['changed']:,} deliveries made of {state['matched']:,} events "
         f"in {took:.1f} s ({state['changed'] / took:,.0f}/s)"
     )
-    print("publishing before:", _summary([d for sent, d in samples if sent < replay_began]))
-    print("publishing during:", _summary([d for sent, d in samples if replay_began <= sent < replay_ended]))
+    print("publishing before:", latency_summary([d for sent, d in samples if sent < replay_began]))
+    print(
+        "publishing during:",
+        latency_summary([d for sent, d in samples if replay_began <= sent < replay_ended]),
+    )
 
 
 def _arguments() -> argparse.Namespace:

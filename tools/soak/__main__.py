@@ -52,6 +52,9 @@ def parse_args(argv: list[str]) -> SoakSettings:
     )  # fmt: skip
     parser.add_argument("-outage", type=duration, default=180.0, help="receiver outage length (3m; 0: none)")
     parser.add_argument("-retention", type=duration, default=120.0, help="WORKLY_RETENTION (default 2m)")
+    parser.add_argument(
+        "-failed-retention", type=duration, default=300.0, help="WORKLY_FAILED_RETENTION (default 5m)"
+    )
     parser.add_argument("-sample-every", type=duration, default=10.0, help="sampling interval (default 10s)")
     parser.add_argument("-drain", type=duration, default=300.0, help="longest wait for the backlog (5m)")
     parser.add_argument("-database-url", default=None, help="an existing PostgreSQL (no database faults)")
@@ -73,7 +76,8 @@ def parse_args(argv: list[str]) -> SoakSettings:
         backend=args.backend, processes=1 if args.backend == "sqlite" else args.processes,
         duration=args.duration, rate=args.rate, concurrency=args.concurrency, burst_every=args.burst_every,
         burst_size=args.burst_size, fault_every=args.fault_every, faults=faults, outage=args.outage,
-        retention=args.retention, sample_every=args.sample_every, drain=args.drain,
+        retention=args.retention, failed_retention=args.failed_retention, sample_every=args.sample_every,
+        drain=args.drain,
         database_url=args.database_url, out=args.out, keep=args.keep, seed=args.seed,
         command=command_line(argv),
     )  # fmt: skip

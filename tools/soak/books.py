@@ -2,8 +2,10 @@
 
 For each accepted delivery (a task, or one endpoint's task of an event):
 
-- gone from the database: retention deleted it, which it does only to succeeded tasks,
-  so the receiver must have answered it 2xx; otherwise it is **lost**;
+- gone from the database: retention deleted it. A kind meant to fail may have failed and
+  been deleted by WORKLY_FAILED_RETENTION: the receiver must have seen it; any other kind
+  was deleted as succeeded, so the receiver must have answered it 2xx; otherwise it is
+  **lost**;
 - ``succeeded``: the receiver must have answered it 2xx;
 - ``failed``: only the kinds meant to fail (410, always 500) may, and the receiver must
   never have answered them 2xx; another kind that failed is an **unexpected failure**;
@@ -126,7 +128,10 @@ def balance(
             name = f"{item.kind} serial {item.serial} task {expected.task_id} {expected.path}"
             if row is None:
                 books.by_state["pruned"] += 1
-                if not answered:
+                if item.kind in FAILS:  # failed, then deleted by WORKLY_FAILED_RETENTION: it was tried
+                    if seen is None or not seen.requests:
+                        books.lost.append(f"{name}: not in the database and never sent")
+                elif not answered:
                     books.lost.append(f"{name}: not in the database and never answered 2xx")
             else:
                 books.by_state[row.status] += 1

@@ -42,6 +42,7 @@ class Run:
     drain_seconds: float
     max_in_flight: dict[str, int]
     limits: dict[str, int]
+    failed_retention: float = 0.0  # 0: kept (the reports from before issue 43 have none)
 
 
 def write(
@@ -81,7 +82,7 @@ def summary(
     )
     lines = [
         f"Workly soak: {run.backend}, {run.processes} process(es), {run.duration:.0f} s at {run.rate:g}/s, "
-        f"retention {run.retention:g} s, started {run.started}",
+        f"retention {run.retention:g} s (failed {run.failed_retention:g} s), started {run.started}",
         f"command: {run.command}",
         f"sent: {sum(run.sent.values()):,} ({sent}); accepted {run.accepted:,}; "
         f"never acknowledged {run.given_up:,}; sent again after an error {run.retried:,}",
@@ -110,6 +111,8 @@ def summary(
         ),
         "",
         *_periods(samples),
+        "",
+        *_size_trend(samples),
         "",
         *_per_task(samples),
         "",
@@ -168,6 +171,24 @@ def _periods(samples: list[Sample]) -> list[str]:
             cells.append(f"{statistics.median(values):>14,.2f}" if values else f"{'-':>14}")
         out.append(f"{title:<28}" + "".join(cells))
     return out
+
+
+TREND_FROM = 600.0  # seconds: the database is filling its retention windows before
+
+
+def _size_trend(samples: list[Sample]) -> list[str]:
+    """Whether the database grows once its windows are full: a least-squares line through its
+    size from the tenth minute on, in MiB per hour, with where it started and ended."""
+    points = [(s.t, s.sizes["db_mib"]) for s in samples if s.t >= TREND_FROM and "db_mib" in s.sizes]
+    if len(points) < 3:
+        return ["database size trend: fewer than 3 samples after the tenth minute"]
+    times, sizes = [t for t, _ in points], [size for _, size in points]
+    slope = statistics.linear_regression(times, sizes).slope * 3600
+    return [
+        f"database size from minute {TREND_FROM / 60:.0f} to {times[-1] / 60:.0f}: {sizes[0]:,.1f} MiB → "
+        f"{sizes[-1]:,.1f} MiB (min {min(sizes):,.1f}, max {max(sizes):,.1f}); least-squares trend "
+        f"{slope:+,.1f} MiB/h ({slope / statistics.median(sizes) * 100:+.1f} % of its median size an hour)"
+    ]
 
 
 def _size(key: str) -> Callable[[Sample], float | None]:

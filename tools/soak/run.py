@@ -58,6 +58,7 @@ class SoakSettings:
     faults: list[str] = field(default_factory=lambda: ["kill", "pause", "database"])
     outage: float = 180.0
     retention: float = 120.0
+    failed_retention: float = 300.0  # WORKLY_FAILED_RETENTION: the failures go too (issue 43)
     sample_every: float = 10.0
     drain: float = 300.0
     database_url: str | None = None  # an existing PostgreSQL instead of the soak's own cluster
@@ -78,6 +79,7 @@ def process_env(settings: SoakSettings) -> dict[str, str]:
         "WORKLY_API_TOKENS": TOKEN,
         "WORKLY_OUTBOUND_ALLOW": "127.0.0.0/8",
         "WORKLY_RETENTION": f"{settings.retention:g}",
+        "WORKLY_FAILED_RETENTION": f"{settings.failed_retention:g}",
         "WORKLY_LEASE_MARGIN": f"{LEASE_MARGIN:g}",
         "WORKLY_DB_TIMEOUT": f"{DB_TIMEOUT:g}",
         "WORKLY_REAP_INTERVAL": "1",
@@ -191,7 +193,8 @@ class Soak:
         )
         run = report.Run(
             backend=settings.backend, processes=len(fleet.members), duration=settings.duration,
-            rate=settings.rate, retention=settings.retention, started=started, command=settings.command,
+            rate=settings.rate, retention=settings.retention,
+            failed_retention=settings.failed_retention, started=started, command=settings.command,
             sent=dict(self.sent), accepted=len(workload.accepted), given_up=workload.given_up,
             retried=workload.retried, drain_seconds=drained,
             max_in_flight=dict(self.ledger.max_in_flight),

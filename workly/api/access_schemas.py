@@ -8,11 +8,9 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from workly.access import Role
-from workly.api.schemas import ShortText, _Strict, check_run_at
+from workly.api.schemas import Retention, ShortText, _Strict, check_run_at
 from workly.api_keys import ApiKeySpec
 from workly.tenants import MAX_METADATA, TenantSpec, check_metadata
-
-MAX_RETENTION = 100 * 365 * 86400  # seconds: a century
 
 
 class TenantIn(_Strict):
@@ -20,9 +18,7 @@ class TenantIn(_Strict):
     metadata: dict[str, str] = Field(
         default_factory=dict, description=f"string to string, at most {MAX_METADATA}"
     )
-    retention: int | None = Field(
-        default=None, ge=0, le=MAX_RETENTION, description="seconds its data is kept"
-    )
+    retention: Retention | None = None
     max_endpoints: int | None = Field(default=None, ge=0, le=1_000_000, description="null: no limit")
 
     @field_validator("metadata")

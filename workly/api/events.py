@@ -1,10 +1,11 @@
-"""Event routes: publish (fan out to the matching endpoints), read, list (docs/webhooks.md)."""
+"""Event routes: publish (fan out to the matching endpoints), read, list, delete
+(docs/webhooks.md)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
 
 from workly.api.idempotency import IDEMPOTENCY_KEY_PATTERN
 from workly.api.pages import Cursor, Limit, page
@@ -58,3 +59,14 @@ async def list_events(
 @router.get("/{event_id}", summary="Get an event with each delivery's status")
 async def get_event(event_id: Annotated[str, Depends(_event_id)], service: ServiceDep) -> JSONResponse:
     return JSONResponse(event_json(await service.webhooks.get_event(event_id)))
+
+
+@router.delete(
+    "/{event_id}",
+    status_code=204,
+    summary="Delete an event with its deliveries, their attempts and callbacks",
+    responses={409: {"description": "One of its deliveries is being sent"}},
+)
+async def delete_event(event_id: Annotated[str, Depends(_event_id)], service: ServiceDep) -> Response:
+    await service.webhooks.delete_event(event_id)
+    return Response(status_code=204)

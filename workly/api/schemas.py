@@ -75,6 +75,16 @@ Deadline = Annotated[
         description="seconds after creation (or a redrive) after which no attempt starts",
     ),
 ]
+MAX_RETENTION = 100 * 365 * 86400  # seconds: a century
+Retention = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=MAX_RETENTION,
+        description="seconds its finished tasks are kept, whatever their outcome, instead of "
+        "WORKLY_RETENTION and WORKLY_FAILED_RETENTION; 0: forever; null: those settings",
+    ),
+]
 MinBackoff = Annotated[float, Field(ge=0, le=86_400)]
 MaxBackoff = Annotated[float, Field(ge=0, le=30 * 86_400)]
 CallbackUrl = Annotated[str, Field(max_length=MAX_URL_LENGTH), AfterValidator(check_url)]
@@ -283,6 +293,7 @@ class QueueConfigIn(_Strict):
     )
     stop_on: StopOn = Field(default_factory=lambda: list(DEFAULT_STOP_ON))
     deadline: Deadline | None = None
+    retention: Retention | None = None
 
 
 class QueuePatchIn(_Strict):
@@ -299,10 +310,11 @@ class QueuePatchIn(_Strict):
     signing_secret: SigningSecrets | None = Field(default=None, description="null removes it")
     stop_on: StopOn | None = None
     deadline: Deadline | None = Field(default=None, description="null removes it")
+    retention: Retention | None = None
 
     @model_validator(mode="after")
     def _no_null_except_rate_limit(self) -> QueuePatchIn:
-        for name in self.model_fields_set - {"rate_limit", "signing_secret", "deadline"}:
+        for name in self.model_fields_set - {"rate_limit", "signing_secret", "deadline", "retention"}:
             if getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null")
         return self

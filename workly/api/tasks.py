@@ -1,10 +1,10 @@
-"""Task routes: enqueue (one or a batch), read, list, cancel, retry."""
+"""Task routes: enqueue (one or a batch), read, list, cancel, retry, delete."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -148,3 +148,14 @@ async def cancel_task(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
 @router.post("/tasks/{task_id}/retry", summary="Re-enqueue a failed or canceled task")
 async def retry_task(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
     return JSONResponse(rep.task_json(await service.tasks.retry_task(task_id)))
+
+
+@router.delete(
+    "/tasks/{task_id}",
+    status_code=204,
+    summary="Delete a task with its attempts and callbacks (not while it runs)",
+    responses={409: {"description": "The task is running"}},
+)
+async def delete_task(task_id: TaskPath, service: ServiceDep) -> Response:
+    await service.tasks.delete_task(task_id)
+    return Response(status_code=204)

@@ -14,6 +14,7 @@ from workly.api.schemas import (
     RUN_AT_MIN,
     CallbackUrl,
     Deadline,
+    Retention,
     ShortText,
     SigningSecrets,
     StopOn,
@@ -80,6 +81,7 @@ class EndpointIn(_Strict):
     ordering: Literal["none", "key"] = "none"
     stop_on: StopOn = Field(default_factory=lambda: list(DEFAULT_STOP_ON))
     deadline: Deadline | None = None
+    retention: Retention | None = None
 
     @field_validator("url")
     @classmethod
@@ -119,12 +121,22 @@ class EndpointIn(_Strict):
                 signing_secret=self.signing_secret,
                 stop_on=tuple(self.stop_on),
                 deadline=self.deadline,
+                retention=self.retention,
             ),
         )
 
 
 _NULLABLE = frozenset(
-    {"description", "event_types", "tenant", "rate_limit", "signing_secret", "deadline", "filter"}
+    {
+        "description",
+        "event_types",
+        "tenant",
+        "rate_limit",
+        "signing_secret",
+        "deadline",
+        "filter",
+        "retention",
+    }
 )
 
 
@@ -148,6 +160,7 @@ class EndpointPatchIn(_Strict):
     ordering: Literal["none", "key"] | None = None
     stop_on: StopOn | None = None
     deadline: Deadline | None = None
+    retention: Retention | None = None
 
     @field_validator("url")
     @classmethod

@@ -12,7 +12,7 @@ import typer
 
 from workly import __version__
 from workly.cli import doctor, loadtest, secret_key, server
-from workly.client import access_commands, catalogue_commands, queue_commands
+from workly.client import access_commands, catalogue_commands, lifecycle_commands, queue_commands
 from workly.client import commands as client_commands
 from workly.client import schedules as schedule_commands
 from workly.client import webhooks as webhook_commands
@@ -46,6 +46,7 @@ webhook_commands.register(app)
 schedule_commands.register(app)
 access_commands.register(app)
 catalogue_commands.register(app)
+lifecycle_commands.register(app)
 loadtest.register(app)
 doctor.register(app)
 secret_key.register(app)

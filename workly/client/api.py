@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import httpx
@@ -224,6 +224,34 @@ class ApiClient:
 
     def update_tenant(self, tenant: str, changes: dict[str, Any]) -> dict[str, Any]:
         return self._call("PATCH", f"/v1/tenants/{_id(tenant, 'a tenant')}", json=changes)
+
+    def erase_tenant(self, tenant: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/tenants/{_id(tenant, 'a tenant')}")
+
+    def export_tenant(self, tenant: str, sink: BinaryIO) -> int:
+        """Stream the tenant's JSON Lines into ``sink``; how many lines. An export cut short
+        (the server stopped, the connection broke) raises: never a silently shorter file."""
+        path = f"/v1/tenants/{_id(tenant, 'a tenant')}/export"
+        try:
+            with self._http.stream("GET", path, timeout=httpx.Timeout(60.0, connect=5.0)) as response:
+                if not response.is_success:
+                    response.read()
+                    self._answer(response)  # raises the server's problem
+                lines = 0
+                for chunk in response.iter_bytes():
+                    sink.write(chunk)
+                    lines += chunk.count(b"\n")
+                return lines
+        except httpx.HTTPError as exc:
+            raise ClientError(
+                f"the export from {self._server} broke off: {exc or type(exc).__name__}"
+            ) from None
+
+    def delete_task(self, task_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/tasks/{_task(task_id)}", empty=True)
+
+    def delete_event(self, event_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/events/{_id(event_id, 'an event id')}", empty=True)
 
     def keys(self, limit: int, cursor: str | None) -> dict[str, Any]:
         return self._call("GET", "/v1/keys", params=_given({"limit": limit, "cursor": cursor}))

@@ -27,6 +27,7 @@ from workly.service.callbacks import CallbackSender
 from workly.service.catalogue import CatalogueUseCases
 from workly.service.delivery_history import DeliveryHistory
 from workly.service.enqueuer import Enqueuer
+from workly.service.export import TenantExport
 from workly.service.keys import KeyUseCases
 from workly.service.operation_runner import OperationRunner
 from workly.service.own_events import OwnEvents
@@ -198,7 +199,9 @@ def assemble(
             max_body_bytes=limit,
             check_event=catalogue.check_event,
         ),
-        tenants=TenantUseCases(storage.tenants, clock),
+        tenants=TenantUseCases(
+            storage.tenants, clock, TenantExport(storage.tenants, storage.webhooks, storage.export)
+        ),
         keys=keys,
         audit=AuditUseCases(storage.audit),
         sessions=SessionUseCases(storage.sessions, keys, clock),
@@ -222,7 +225,7 @@ def maintainers(
     upkeep = storage.upkeep
     return [
         Reaper(upkeep, clock, work_available, metrics, every=settings.reap_interval),
-        Retention(upkeep, clock, settings.retention),
+        Retention(storage.retention, clock, settings.retention, settings.failed_retention),
         RunningRecount(upkeep, work_available),
         # A probe goes out within half a second of its cool-down ending (sooner when the
         # cool-down itself is shorter).

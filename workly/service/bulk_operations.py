@@ -1,7 +1,8 @@
 """Bulk operations' use cases (docs/failures.md): asking for, and reading, bulk retries and
-cancels. The operation runner (service/operation_runner.py) carries them out in the
-background; retry policies are the dispatcher's (dispatch/policy.py) and callbacks the
-sender's (service/callbacks.py).
+cancels, replays (docs/webhooks.md) and a tenant's erasure (docs/retention.md). The
+operation runner (service/operation_runner.py) carries them out in the background; retry
+policies are the dispatcher's (dispatch/policy.py) and callbacks the sender's
+(service/callbacks.py).
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ class BulkOperationUseCases:
             "replay",
             TaskFilter(endpoint_id=endpoint_id, created_after=since),
             self._clock.now(),
+        )
+        self._wake_runner()
+        return operation
+
+    async def erase_tenant(self, tenant: str) -> Operation:
+        """Store the erasure of everything of the tenant (docs/retention.md), worked through
+        chunk by chunk in the background; an erase of it still running is answered instead.
+        TenantNotFound when nothing names the tenant."""
+        operation = await self._operations.create_operation(
+            new_id("op"), "erase", TaskFilter(tenant=tenant), self._clock.now()
         )
         self._wake_runner()
         return operation

@@ -15,8 +15,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from workly.clock import Clock
+from workly.lifecycle import tenant_hash
 from workly.metrics import Metrics
 from workly.operations import CHUNK, Operation
 from workly.periodic import WokenJob
@@ -68,7 +70,7 @@ class OperationRunner:
             )
             if operation is None:
                 return
-            log.info("operation %s (%s %s) started", operation.id, operation.action, operation.filter.given())
+            log.info("operation %s (%s %s) started", operation.id, operation.action, _shown(operation))
             await self._work(operation)
 
     async def _work(self, operation: Operation) -> None:
@@ -98,3 +100,11 @@ class OperationRunner:
                 )  # fmt: skip
                 return
             await asyncio.sleep(0)  # let claims, results and enqueues in between chunks
+
+
+def _shown(operation: Operation) -> dict[str, Any]:
+    """An operation's filter as logged: an erase names its tenant by its hash only."""
+    shown = operation.filter.given()
+    if operation.action == "erase":
+        shown["tenant"] = tenant_hash(str(shown.get("tenant")))
+    return shown

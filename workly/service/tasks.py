@@ -1,4 +1,4 @@
-"""Tasks' use cases (docs/api.md): enqueue, read, cancel, retry."""
+"""Tasks' use cases (docs/api.md): enqueue, read, cancel, retry, delete."""
 
 from __future__ import annotations
 
@@ -69,6 +69,10 @@ class TaskUseCases:
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         return await self._tasks.list_attempts(task_id)
+
+    async def delete_task(self, task_id: str) -> None:
+        """The task, its attempts and its callbacks; not while it runs (TaskStateConflict)."""
+        await self._tasks.delete_task(task_id)
 
     async def cancel_task(self, task_id: str) -> Task:
         return await self._tasks.cancel_task(task_id, self._clock.now())

@@ -140,7 +140,7 @@ class WebhookUseCases:
         return endpoint
 
     async def delete_endpoint(self, endpoint_id: str) -> None:
-        await self._webhooks.delete_endpoint(endpoint_id)
+        await self._webhooks.delete_endpoint(endpoint_id, self._clock.now())
 
     async def endpoint_public_keys(self, endpoint_id: str) -> list[str]:
         """The whpk_ keys of the endpoint's whsk_ keys: what verifies its v1a signatures."""
@@ -247,6 +247,11 @@ class WebhookUseCases:
         if event is None:
             raise EventNotFound(event_id)
         return event
+
+    async def delete_event(self, event_id: str) -> int:
+        """The event with its deliveries; how many. Not while one is being sent
+        (DeliveryInFlight)."""
+        return await self._webhooks.delete_event(event_id)
 
     async def list_events(
         self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from workly.callbacks import DueCallback
-from workly.json_text import from_json
+from workly.json_text import from_json, to_json
+from workly.lifecycle import tenant_hash
 from workly.operations import Operation, TaskFilter, filter_from_json
 from workly.storage.rows import Decoders, Row, attempt_from_row, task_from_row
 
@@ -26,6 +27,13 @@ def operation_from_row(row: Row, dec: Decoders) -> Operation:
         finished_at=None if row["finished_at"] is None else dec.time(row["finished_at"]),
         error=row["error"],
     )
+
+
+def hashed(tenant: str, stored: Any = None) -> str:
+    """A filter as stored (JSON text; ``stored``: the one kept, else ``{"tenant"}``) with the
+    tenant replaced by its hash: how operations name an erased tenant."""
+    shown = {} if stored is None else from_json(stored) if isinstance(stored, str) else dict(stored)
+    return to_json({**shown, "tenant": tenant_hash(tenant)})
 
 
 def filter_params(task_filter: TaskFilter, time: Callable[[Any], Any]) -> dict[str, Any]:

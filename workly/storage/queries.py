@@ -2,8 +2,9 @@
 migrations, ``webhooks.sql`` for the webhook platform, ``operations.sql`` for bulk
 operations and callbacks, ``schedules.sql`` for schedules, ``stats.sql`` for the counts
 and charts, ``access.sql`` for tenants, API keys and the audit log, ``catalogue.sql`` for
-event types; the same file names and query names in ``postgres/`` and ``sqlite/``), loaded
-once, looked up by typed names and bound by parameter name.
+event types, ``lifecycle.sql`` for retention, deletes, erasure and export; the same file
+names and query names in ``postgres/`` and ``sqlite/``), loaded once, looked up by typed
+names and bound by parameter name.
 
 A block starts with a line ``-- name: <query_name>`` and runs to the next such line.
 Parameters are written ``:name`` in both dialects. SQLite binds them by name itself; for
@@ -114,7 +115,6 @@ class CommonQueries:
     set_schema_repeatable: Query
     reap_expired: Query
     extend_leases: Query
-    prune_succeeded: Query
     # The webhook platform (<dialect>/sql/webhooks.sql).
     insert_endpoint: Query
     get_endpoint: Query
@@ -144,7 +144,6 @@ class CommonQueries:
     release_probe: Query
     count_endpoints_by_state: Query
     free_stranded: Query
-    prune_events: Query
     publish_targets_untenanted: Query
     endpoint_has_tasks: Query
     insert_test_delivery: Query
@@ -219,6 +218,47 @@ class CommonQueries:
     catalogue_types: Query
     put_setting: Query
     get_setting: Query
+    # Retention, deletes, a tenant's erasure and export (<dialect>/sql/lifecycle.sql).
+    prune_succeeded: Query
+    prune_failed: Query
+    retention_overrides: Query
+    prune_queue: Query
+    prune_tenant_tasks: Query
+    prune_tenant_deliveries: Query
+    prune_tenant_events: Query
+    prune_events: Query
+    prune_retired_queues: Query
+    retire_endpoint_queue: Query
+    delete_pending_deliveries: Query
+    delete_endpoint_row: Query
+    delete_queue_if_empty: Query
+    delete_task: Query
+    lock_event: Query
+    lock_event_deliveries: Query
+    delete_event_deliveries: Query
+    delete_event: Query
+    tenant_known: Query
+    running_erase: Query
+    insert_erase_operation: Query
+    erase_keys: Query
+    erase_turns: Query
+    erase_schedules: Query
+    operations_naming_tenant: Query
+    redact_operation: Query
+    erase_hold_endpoints: Query
+    erase_next_endpoint: Query
+    erase_queue_tasks: Query
+    erase_minutes: Query
+    erase_events: Query
+    erase_tenant_tasks: Query
+    erase_notices: Query
+    erase_tenant_row: Query
+    advance_erase: Query
+    finish_erase: Query
+    export_event_tasks: Query
+    export_tenant_tasks: Query
+    export_test_tasks: Query
+    export_attempts: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,11 +319,22 @@ class SqliteQueries(CommonQueries):
     release_probe_set: Query
     insert_operation_count: Query
     operation_chunk_operation: Query
+    delete_task_callbacks: Query
+    delete_event_deliveries_callbacks: Query
+    erase_keys_sessions: Query
+    erase_hold_endpoints_queues: Query
+    erase_queue_tasks_ids: Query
+    erase_events_callbacks: Query
+    erase_events_ids: Query
+    erase_events_deliveries: Query
+    erase_events_delete_deliveries: Query
+    erase_tenant_tasks_ids: Query
+    erase_notices_scanned: Query
 
 
 Q = TypeVar("Q", bound=CommonQueries)
 # Each dialect's queries come in files by concern: <dialect>/sql/<part>.sql.
-_PARTS = ("core", "webhooks", "operations", "schedules", "stats", "access", "catalogue")
+_PARTS = ("core", "webhooks", "operations", "schedules", "stats", "access", "catalogue", "lifecycle")
 
 
 def parse_blocks(text: str) -> dict[str, str]:

@@ -143,6 +143,7 @@ def queue_config_from_row(row: Row) -> QueueConfig:
         signing_secret=row["signing_secret"],
         stop_on=stop_on_from_text(row["stop_on"]),
         deadline=None if row["deadline"] is None else float(row["deadline"]),
+        retention=row["retention"],
     )
 
 

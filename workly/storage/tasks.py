@@ -9,7 +9,11 @@ from datetime import datetime
 from workly.errors import TaskNotFound, TaskStateConflict
 from workly.models import ClaimedTask, Enqueued, NewTask, Task
 
-_ALLOWED_FROM = {"cancel": "ready", "retry": "failed or canceled (redrive), or ready (due now)"}
+_ALLOWED_FROM = {
+    "cancel": "ready",
+    "retry": "failed or canceled (redrive), or ready (due now)",
+    "delete": "ready, succeeded, failed or canceled (not running)",
+}
 
 
 IdempotencyKey = tuple[str, str]  # (queue, idempotency_key)
@@ -72,6 +76,11 @@ def with_leases(stored: list[Enqueued], leased: Sequence[ClaimedTask]) -> list[E
 
 def idempotency_keys(tasks: Sequence[NewTask]) -> list[IdempotencyKey]:
     return sorted({(t.queue, t.idempotency_key) for t in tasks if t.idempotency_key is not None})
+
+
+def check_deleted(task_id: str, task: Task | None) -> None:
+    """After a delete that found nothing to delete: why."""
+    check_transition(task_id, task, False, "delete")
 
 
 def check_transition(task_id: str, task: Task | None, changed: bool, action: str) -> Task:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from workly.breaker import BreakerState
+from workly.errors import DeliveryInFlight
 from workly.event_filter import filter_text, stored_filter
 from workly.json_text import from_json
 from workly.storage.rows import Decoders, Row, queue_config_from_row
@@ -225,3 +226,10 @@ def replayed(
             body = envelope(row["type"], envelope_time(dec.time(row["created_at"])), payload, content_type)
         taken.append((row["id"], body, target_headers(endpoint, row["type"], content_type, dec)))
     return taken
+
+
+def check_none_running(event_id: str, deliveries: Sequence[Row]) -> None:
+    """An event is not deleted while one of its deliveries is being sent."""
+    for delivery in deliveries:
+        if delivery["status"] == "running":
+            raise DeliveryInFlight(event_id, delivery["id"])

@@ -34,6 +34,7 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
         "ordering": delivery.ordering,
         "stop_on": list(delivery.stop_on),
         "deadline": delivery.deadline,
+        "retention": delivery.retention,
         "enabled": endpoint.enabled,
         "health": {
             "state": health.state,

@@ -114,7 +114,7 @@ class ScopedService:
 
     @property
     def tenants(self) -> ScopedTenants:
-        return ScopedTenants(self._service.tenants, self.access)
+        return ScopedTenants(self._service.tenants, self._service.operations, self.access)
 
     @property
     def keys(self) -> ScopedKeys:

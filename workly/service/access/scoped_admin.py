@@ -4,23 +4,27 @@ are for untenanted admins only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
 from workly.api_keys import ApiKey, ApiKeySpec
 from workly.audit import AuditEntry, AuditFilter
 from workly.errors import PermissionDenied, TenantNotFound
+from workly.operations import Operation
 from workly.service.access.decisions import Access
 from workly.service.audit import AuditUseCases
+from workly.service.bulk_operations import BulkOperationUseCases
+from workly.service.export import ExportItem
 from workly.service.keys import KeyUseCases
 from workly.service.tenants import TenantUseCases
 from workly.tenants import Tenant, TenantSpec
 
 
 class ScopedTenants:
-    def __init__(self, tenants: TenantUseCases, access: Access) -> None:
+    def __init__(self, tenants: TenantUseCases, operations: BulkOperationUseCases, access: Access) -> None:
         self._tenants = tenants
+        self._operations = operations
         self._access = access
 
     def _change(self, action: str, tenant: str, changes: Mapping[str, Any]) -> None:
@@ -39,6 +43,15 @@ class ScopedTenants:
     async def update_tenant(self, tenant: str, changes: Mapping[str, Any]) -> Tenant:
         self._change("tenant.update", tenant, changes)
         return await self._tenants.update_tenant(tenant, changes)
+
+    async def erase_tenant(self, tenant: str) -> Operation:
+        self._change("tenant.erase", tenant, {})
+        return await self._operations.erase_tenant(tenant)
+
+    async def export_tenant(self, tenant: str) -> AsyncIterator[ExportItem]:
+        self._access.see(tenant, TenantNotFound(tenant))
+        self._access.act("tenant.export", "read", tenant, tenant)
+        return await self._tenants.export_tenant(tenant)
 
     async def get_tenant(self, tenant: str) -> Tenant:
         self._access.see(tenant, TenantNotFound(tenant))

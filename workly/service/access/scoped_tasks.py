@@ -72,6 +72,11 @@ class ScopedTasks:
         self._access.act("task.retry", "write", task_id, tenant)
         return await self._tasks.retry_task(task_id)
 
+    async def delete_task(self, task_id: str) -> None:
+        tenant = await self._owner(task_id, changes=True)
+        self._access.act("task.delete", "write", task_id, tenant)
+        await self._tasks.delete_task(task_id)
+
 
 def _config_changes(config: QueueConfig) -> dict[str, Any]:
     return {k: v for k, v in asdict(config).items() if v is not None}

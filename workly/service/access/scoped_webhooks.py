@@ -144,6 +144,12 @@ class ScopedWebhooks:
         self._access.act("event.read", "read_messages", event_id, event.tenant)
         return event
 
+    async def delete_event(self, event_id: str) -> int:
+        event = await self._webhooks.get_event(event_id)
+        self._access.see(event.tenant, EventNotFound(event_id))
+        self._access.act("event.delete", "write", event_id, event.tenant)
+        return await self._webhooks.delete_event(event_id)
+
     async def list_events(
         self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None
     ) -> tuple[list[Event], int | None]:

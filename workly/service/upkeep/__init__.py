@@ -5,7 +5,8 @@ interval is above zero and stops them together (the composition root, workly/ser
 assembly.py, chooses which run and how often from the settings). They are:
 
 - reaper.py: tasks whose lease expired go back to ready (every process runs it);
-- retention.py: succeeded tasks and their events older than WORKLY_RETENTION go;
+- retention.py: finished tasks past their retention go (WORKLY_RETENTION,
+  WORKLY_FAILED_RETENTION, a queue's or tenant's own), then the events left without deliveries;
 - running_recount.py: repairs PostgreSQL's per-queue count of deliveries in flight;
 - breaker_probes.py: an open breaker past its cool-down releases one held task as a probe;
 - queue_gauges.py: the queue depth and endpoint health gauges;

@@ -22,10 +22,12 @@ from workly.storage.contract.access import AuditStore, KeyStore, SessionStore, T
 from workly.storage.contract.catalogue import CatalogueStore, EventTypeChange
 from workly.storage.contract.database import Database
 from workly.storage.contract.dispatch import DispatchStore
+from workly.storage.contract.export import ExportStore
 from workly.storage.contract.history import HistoryStore
 from workly.storage.contract.notifier import Notifier
 from workly.storage.contract.operations import CallbackStore, OperationStore
 from workly.storage.contract.queues import QueueStore
+from workly.storage.contract.retention import RetentionStore
 from workly.storage.contract.schedules import FiringPlan, ScheduleChange, ScheduleStore
 from workly.storage.contract.tasks import TaskStore
 from workly.storage.contract.upkeep import UpkeepStore
@@ -39,12 +41,14 @@ __all__ = [
     "DispatchStore",
     "EndpointChange",
     "EventTypeChange",
+    "ExportStore",
     "FiringPlan",
     "HistoryStore",
     "KeyStore",
     "Notifier",
     "OperationStore",
     "QueueStore",
+    "RetentionStore",
     "ScheduleChange",
     "ScheduleStore",
     "SessionStore",
@@ -92,6 +96,12 @@ class Storage(Protocol):
 
     @property
     def upkeep(self) -> UpkeepStore: ...
+
+    @property
+    def retention(self) -> RetentionStore: ...
+
+    @property
+    def export(self) -> ExportStore: ...
 
     @property
     def history(self) -> HistoryStore: ...

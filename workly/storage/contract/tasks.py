@@ -44,6 +44,10 @@ class TaskStore(Protocol):
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         """Attempts of a task, oldest first. Raises TaskNotFound."""
 
+    async def delete_task(self, task_id: str) -> None:
+        """Delete the task with its attempts and the callbacks made of it. Raises
+        TaskNotFound, or TaskStateConflict while it runs."""
+
     async def cancel_task(self, task_id: str, now: datetime) -> Task:
         """ready → canceled. Raises TaskNotFound or TaskStateConflict."""
 

@@ -1,4 +1,4 @@
-"""Periodic upkeep (workly/service/upkeep/): the reaper, retention, breaker probes, the kept
+"""Periodic upkeep (workly/service/upkeep/): the reaper, breaker probes, the kept
 counts, vacuum and index rebuilds. Every method is safe in several processes at once."""
 
 from __future__ import annotations
@@ -12,14 +12,6 @@ class UpkeepStore(Protocol):
         """Return running tasks whose lease expired before ``now`` to ready (due now), or
         fail them when that attempt was their last; record each as an attempt ending in
         "lease expired". Returns how many."""
-
-    async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
-        """Delete up to ``limit`` succeeded tasks (with their attempts) last updated before
-        ``before``, oldest first. Failed and canceled tasks stay. Returns how many."""
-
-    async def prune_events(self, before: datetime, limit: int = 1000) -> int:
-        """Delete up to ``limit`` events published before ``before`` none of whose deliveries
-        is stored any more, oldest first. Returns how many."""
 
     async def recount_running(self) -> int:
         """Set each queue's count of deliveries in flight from the tasks themselves, where a

@@ -28,8 +28,10 @@ class WebhookStore(Protocol):
         """Replace the spec with ``change(stored spec)`` atomically; a new URL also applies to
         its ready deliveries. Raises EndpointNotFound, or what ``change`` raises."""
 
-    async def delete_endpoint(self, endpoint_id: str) -> None:
-        """Delete the endpoint, its queue and its tasks. Raises EndpointNotFound."""
+    async def delete_endpoint(self, endpoint_id: str, now: datetime) -> None:
+        """Delete the endpoint and its deliveries not yet finished; its finished deliveries
+        stay (in its queue, retired: unlisted, paused) until retention removes them, and
+        the queue with the last of them. Raises EndpointNotFound."""
 
     async def set_endpoint_enabled(
         self, endpoint_id: str, enabled: bool, reason: str | None, now: datetime
@@ -61,6 +63,10 @@ class WebhookStore(Protocol):
         (None)."""
 
     async def get_event(self, event_id: str) -> Event | None: ...
+
+    async def delete_event(self, event_id: str) -> int:
+        """Delete the event with its deliveries (their attempts and callbacks); how many
+        deliveries. Raises EventNotFound, or DeliveryInFlight while one is being sent."""
 
     async def list_events(
         self, event_type: str | None, tenant: str | None, limit: int, before_seq: int | None

@@ -8,12 +8,13 @@ from datetime import datetime, timedelta
 
 from workly.breaker import HELD_UNTIL
 from workly.callbacks import DueCallback
-from workly.errors import EndpointNotFound, ReplayRunning
+from workly.errors import EndpointNotFound, ReplayRunning, TenantNotFound
 from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.operation_rows import due_callback_from_row, filter_params, operation_from_row
+from workly.storage.postgres.erasure import create_erase, erase_chunk
 from workly.storage.postgres.replay import replay_chunk
 from workly.storage.postgres.statements import DECODERS, Connections, execute, fetch, fetchrow
 
@@ -31,6 +32,12 @@ class PostgresOperations:
     async def create_operation(
         self, operation_id: str, action: Action, task_filter: TaskFilter, now: datetime
     ) -> Operation:
+        if action == "erase":
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await create_erase(conn, self._q, operation_id, str(task_filter.tenant), now)
+            if row is None:
+                raise TenantNotFound(str(task_filter.tenant))
+            return operation_from_row(row, DECODERS)
         if action == "replay":
             running = await fetchrow(self._pool, self._q.running_replay, endpoint_id=task_filter.endpoint_id)
             if running is not None:
@@ -82,6 +89,8 @@ class PostgresOperations:
             operation = operation_from_row(op, DECODERS)
             if operation.action == "replay":
                 return await replay_chunk(conn, q, op, operation, now, lease_seconds, chunk)
+            if operation.action == "erase":
+                return await erase_chunk(conn, q, op, operation, now, lease_seconds, chunk)
             found = await fetch(
                 conn, q.operation_chunk, after_seq=op["after_seq"], upto_seq=op["upto_seq"], chunk=chunk,
                 **filter_params(operation.filter, _same),

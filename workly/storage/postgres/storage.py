@@ -18,10 +18,12 @@ from workly.storage.postgres.access import PostgresAudit, PostgresKeys, Postgres
 from workly.storage.postgres.catalogue import PostgresCatalogue
 from workly.storage.postgres.database import PostgresDatabase
 from workly.storage.postgres.dispatch import PostgresDispatch
+from workly.storage.postgres.export import PostgresExport
 from workly.storage.postgres.history import PostgresHistory
 from workly.storage.postgres.notifier import PostgresNotifier
 from workly.storage.postgres.operations import PostgresCallbacks, PostgresOperations
 from workly.storage.postgres.queues import PostgresQueues
+from workly.storage.postgres.retention import PostgresRetention
 from workly.storage.postgres.schedules import PostgresSchedules
 from workly.storage.postgres.statements import Connections, use_schema
 from workly.storage.postgres.tasks import PostgresTasks
@@ -65,6 +67,8 @@ class PostgresStorage:
         self.callbacks = PostgresCallbacks(db)
         self.schedules = PostgresSchedules(db)
         self.upkeep = PostgresUpkeep(db)
+        self.retention = PostgresRetention(db)
+        self.export = PostgresExport(db)
         self.history = PostgresHistory(db)
         self.tenants = PostgresTenants(db)
         self.keys = PostgresKeys(db)

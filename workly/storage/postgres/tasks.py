@@ -21,7 +21,7 @@ from workly.storage.postgres.statements import (
     retrying_contention,
 )
 from workly.storage.queries import Query
-from workly.storage.tasks import check_transition
+from workly.storage.tasks import check_deleted, check_transition
 
 
 @raises_workly_errors(interpret_postgres_error)
@@ -75,6 +75,12 @@ class PostgresTasks:
                 raise TaskNotFound(task_id)
             found = await fetch(conn, self._q.list_attempts, id=task_id)
         return [rows.attempt_from_row(row, DECODERS) for row in found]
+
+    async def delete_task(self, task_id: str) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await fetchrow(conn, self._q.delete_task, id=task_id) is None:
+                row = await fetchrow(conn, self._q.get_task, id=task_id)
+                check_deleted(task_id, None if row is None else rows.task_from_row(row, DECODERS))
 
     async def cancel_task(self, task_id: str, now: datetime) -> Task:
         return await self._transition(self._q.cancel_task, task_id, now, "cancel")

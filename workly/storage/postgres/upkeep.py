@@ -23,12 +23,6 @@ class PostgresUpkeep:
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return len(await fetch(self._pool, self._q.reap_expired, now=now, limit=limit, held_until=HELD_UNTIL))
 
-    async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
-        return len(await fetch(self._pool, self._q.prune_succeeded, cutoff=before, limit=limit))
-
-    async def prune_events(self, before: datetime, limit: int = 1000) -> int:
-        return len(await fetch(self._pool, self._q.prune_events, cutoff=before, limit=limit))
-
     async def recount_running(self) -> int:
         async with self._pool.acquire() as conn, conn.transaction():
             await execute(conn, self._q.lock_queues)

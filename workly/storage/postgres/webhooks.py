@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from workly.breaker import HELD_UNTIL
-from workly.errors import EndpointInUse, EndpointNotFound, TooManyEndpoints
+from workly.errors import EndpointInUse, EndpointNotFound, EventNotFound, TooManyEndpoints
 from workly.json_text import to_json
 from workly.storage import rows, webhook_rows
 from workly.storage.contract import EndpointChange
 from workly.storage.interpret import interpret_postgres_error, raises_workly_errors
 from workly.storage.postgres.statements import DECODERS, Connection, Connections, execute, fetch, fetchrow
 from workly.storage.queries import PostgresQueries
+from workly.storage.webhook_rows import check_none_running
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
 
@@ -89,14 +90,27 @@ class PostgresWebhooks:
                     await execute(conn, q.update_endpoint_task_urls, id=endpoint_id, url=spec.url)
             return await self._read_endpoint(conn, endpoint_id)
 
-    async def delete_endpoint(self, endpoint_id: str) -> None:
+    async def delete_endpoint(self, endpoint_id: str, now: datetime) -> None:
         q = self._q
         async with self._pool.acquire() as conn, conn.transaction():
             if await fetchrow(conn, q.lock_endpoint, id=endpoint_id) is None:
                 raise EndpointNotFound(endpoint_id)
-            await execute(conn, q.delete_queue, name=endpoint_id)  # the endpoint and tasks cascade
+            await execute(conn, q.retire_endpoint_queue, id=endpoint_id, now=now)
+            await execute(conn, q.delete_pending_deliveries, id=endpoint_id)
+            await execute(conn, q.delete_endpoint_row, id=endpoint_id)
+            await execute(conn, q.delete_queue_if_empty, name=endpoint_id)
             await execute(conn, q.delete_queue_releases, queue=endpoint_id)
             await execute(conn, q.delete_breaker, key=endpoint_id)
+
+    async def delete_event(self, event_id: str) -> int:
+        q = self._q
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await fetchrow(conn, q.lock_event, id=event_id) is None:
+                raise EventNotFound(event_id)
+            check_none_running(event_id, await fetch(conn, q.lock_event_deliveries, id=event_id))
+            deleted: int = (await fetchrow(conn, q.delete_event_deliveries, id=event_id))["deleted"]
+            await execute(conn, q.delete_event, id=event_id)
+        return deleted
 
     async def set_endpoint_enabled(
         self, endpoint_id: str, enabled: bool, reason: str | None, now: datetime

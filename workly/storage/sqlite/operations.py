@@ -9,16 +9,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from workly.callbacks import DueCallback
-from workly.errors import EndpointNotFound, ReplayRunning
+from workly.errors import EndpointNotFound, ReplayRunning, TenantNotFound
 from workly.json_text import to_json
 from workly.operations import CHUNK, Action, ChunkDone, Operation, TaskFilter
 from workly.storage import rows
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.operation_rows import due_callback_from_row, filter_params, operation_from_row
 from workly.storage.queries import sqlite_queries
+from workly.storage.sqlite.erasure import create_erase, erase_chunk
 from workly.storage.sqlite.replay import replay_chunk
 from workly.storage.sqlite.statements import (
     DECODERS,
@@ -31,7 +32,6 @@ from workly.storage.sqlite.statements import (
 )
 
 Db = sqlite3.Connection
-REPLAY: Literal["replay"] = "replay"
 _q = sqlite_queries
 _SECOND_US = 1_000_000
 
@@ -50,6 +50,14 @@ class SqliteOperations:
             return await self._writer.transaction(
                 self._acknowledged, _create_replay, operation_id, task_filter, to_us(now)
             )
+        if action == "erase":
+            tenant = str(task_filter.tenant)
+            row = await self._writer.transaction(
+                self._acknowledged, create_erase, operation_id, tenant, to_us(now)
+            )
+            if row is None:
+                raise TenantNotFound(tenant)
+            return operation_from_row(row, DECODERS)
         params = filter_params(task_filter, to_us)
         [counted] = await self._reader.run(fetchall, _q().insert_operation_count, params)
         return await self._writer.transaction(
@@ -86,9 +94,9 @@ class SqliteOperations:
         self, operation_id: str, lease_token: str, now: datetime, lease_seconds: float, chunk: int = CHUNK
     ) -> ChunkDone | None:
         found = await self._reader.run(_read_chunk, operation_id, lease_token, chunk)
-        if isinstance(found, str):  # REPLAY: it goes through events, on the writer alone
+        if isinstance(found, str):  # a replay or an erase: through events and more, on the writer alone
             return await self._writer.transaction(
-                self._acknowledged, _replay, operation_id, lease_token, to_us(now), lease_seconds, chunk
+                self._acknowledged, _on_writer, operation_id, lease_token, to_us(now), lease_seconds, chunk
             )
         if found is None:
             return None
@@ -137,14 +145,17 @@ def _create_replay(db: Db, operation_id: str, task_filter: TaskFilter, now_us: i
     return operation_from_row(found[0], DECODERS)
 
 
-def _replay(
+def _on_writer(
     db: Db, operation_id: str, lease_token: str, now_us: int, lease_seconds: float, chunk: int
 ) -> ChunkDone | None:
-    """A replay's chunk, on the writer (None: this runner no longer holds it)."""
+    """A replay's or an erase's chunk, on the writer (None: this runner no longer holds it)."""
     op = fetchone(db, _q().operation_chunk_operation, {"id": operation_id, "lease_token": lease_token})
     if op is None:
         return None
-    return replay_chunk(db, op, operation_from_row(op, DECODERS), now_us, lease_seconds, chunk)
+    operation = operation_from_row(op, DECODERS)
+    if operation.action == "erase":
+        return erase_chunk(db, op, operation, now_us, lease_seconds, chunk)
+    return replay_chunk(db, op, operation, now_us, lease_seconds, chunk)
 
 
 def _create_operation(
@@ -164,14 +175,14 @@ def _create_operation(
 
 def _read_chunk(
     db: Db, operation_id: str, lease_token: str, chunk: int
-) -> tuple[int, list[int]] | Literal["replay"] | None:
+) -> tuple[int, list[int]] | Literal["replay", "erase"] | None:
     """On the reader: where the operation stands, and the seqs of its next chunk's tasks
-    (REPLAY for a replay, whose chunk reads events in its own transaction)."""
+    (its action for a replay or an erase, whose chunk reads in its own transaction)."""
     op = fetchone(db, _q().operation_chunk_operation, {"id": operation_id, "lease_token": lease_token})
     if op is None:
         return None
-    if op["action"] == "replay":
-        return REPLAY
+    if op["action"] in ("replay", "erase"):
+        return cast(Literal["replay", "erase"], op["action"])
     operation = operation_from_row(op, DECODERS)
     params = {"after_seq": op["after_seq"], "upto_seq": op["upto_seq"], "chunk": chunk}
     found = fetchall(db, _q().operation_chunk, {**params, **filter_params(operation.filter, to_us)})

@@ -19,9 +19,11 @@ from workly.storage.sqlite.access import SqliteAudit, SqliteKeys, SqliteSessions
 from workly.storage.sqlite.catalogue import SqliteCatalogue
 from workly.storage.sqlite.database import SqliteDatabase, SqliteNotifier
 from workly.storage.sqlite.dispatch import SqliteDispatch
+from workly.storage.sqlite.export import SqliteExport
 from workly.storage.sqlite.history import SqliteHistory
 from workly.storage.sqlite.operations import SqliteCallbacks, SqliteOperations
 from workly.storage.sqlite.queues import SqliteQueues
+from workly.storage.sqlite.retention import SqliteRetention
 from workly.storage.sqlite.schedules import SqliteSchedules
 from workly.storage.sqlite.statements import Connections
 from workly.storage.sqlite.tasks import SqliteTasks
@@ -59,6 +61,8 @@ class SqliteStorage:
         self.callbacks = SqliteCallbacks(db)
         self.schedules = SqliteSchedules(db)
         self.upkeep = SqliteUpkeep(db)
+        self.retention = SqliteRetention(db)
+        self.export = SqliteExport(db)
         self.history = SqliteHistory(db)
         self.tenants = SqliteTenants(db)
         self.keys = SqliteKeys(db)

@@ -15,7 +15,7 @@ from workly.storage.interpret import interpret_sqlite_error, raises_workly_error
 from workly.storage.queries import Query, sqlite_queries
 from workly.storage.sqlite.enqueue import enqueue_on
 from workly.storage.sqlite.statements import DECODERS, HELD_US, Connections, fetchall, fetchone, to_us
-from workly.storage.tasks import check_transition
+from workly.storage.tasks import check_deleted, check_transition
 
 Db = sqlite3.Connection
 _q = sqlite_queries
@@ -48,6 +48,9 @@ class SqliteTasks:
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         return await self._reader.run(_list_attempts, task_id)
+
+    async def delete_task(self, task_id: str) -> None:
+        await self._writer.transaction(self._acknowledged, _delete_task, task_id)
 
     async def cancel_task(self, task_id: str, now: datetime) -> Task:
         return await self._writer.transaction(
@@ -99,6 +102,14 @@ def _list_attempts(db: Db, task_id: str) -> list[Attempt]:
     if fetchone(db, _q().get_task, {"id": task_id}) is None:
         raise TaskNotFound(task_id)
     return [rows.attempt_from_row(row, DECODERS) for row in fetchall(db, _q().list_attempts, {"id": task_id})]
+
+
+def _delete_task(db: Db, task_id: str) -> None:
+    task = _get_task(db, task_id)
+    if task is None or task.status == "running":
+        check_deleted(task_id, task)
+    fetchall(db, _q().delete_task_callbacks, {"id": task_id})
+    fetchall(db, _q().delete_task, {"id": task_id})
 
 
 def _transition(

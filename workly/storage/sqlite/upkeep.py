@@ -27,16 +27,6 @@ class SqliteUpkeep:
     async def reap_expired(self, now: datetime, limit: int = 1000) -> int:
         return await self._writer.transaction(self._bookkeeping, _reap, to_us(now), limit)
 
-    async def prune_succeeded(self, before: datetime, limit: int = 1000) -> int:
-        params = {"cutoff": to_us(before), "limit": limit}
-        found = await self._writer.transaction(self._bookkeeping, fetchall, _q().prune_succeeded, params)
-        return len(found)
-
-    async def prune_events(self, before: datetime, limit: int = 1000) -> int:
-        params = {"cutoff": to_us(before), "limit": limit}
-        found = await self._writer.transaction(self._bookkeeping, fetchall, _q().prune_events, params)
-        return len(found)
-
     async def recount_running(self) -> int:
         return 0  # nothing to repair: the claim counts running tasks itself (one writer)
 

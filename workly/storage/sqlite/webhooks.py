@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from workly.errors import EndpointInUse, EndpointNotFound, TooManyEndpoints
+from workly.errors import EndpointInUse, EndpointNotFound, EventNotFound, TooManyEndpoints
 from workly.json_text import from_json, to_json
 from workly.storage import rows, webhook_rows
 from workly.storage.contract import EndpointChange
@@ -31,6 +31,7 @@ from workly.storage.sqlite.statements import (
     fetchone,
     to_us,
 )
+from workly.storage.webhook_rows import check_none_running
 from workly.webhooks import Endpoint, EndpointSpec, Event, NewEvent, Published
 
 Db = sqlite3.Connection
@@ -67,8 +68,11 @@ class SqliteWebhooks:
             self._acknowledged, _update_endpoint, endpoint_id, change, to_us(now)
         )
 
-    async def delete_endpoint(self, endpoint_id: str) -> None:
-        await self._writer.transaction(self._acknowledged, _delete_endpoint, endpoint_id)
+    async def delete_endpoint(self, endpoint_id: str, now: datetime) -> None:
+        await self._writer.transaction(self._acknowledged, _delete_endpoint, endpoint_id, to_us(now))
+
+    async def delete_event(self, event_id: str) -> int:
+        return await self._writer.transaction(self._acknowledged, _delete_event, event_id)
 
     async def set_endpoint_enabled(
         self, endpoint_id: str, enabled: bool, reason: str | None, now: datetime
@@ -187,11 +191,24 @@ def _update_endpoint(db: Db, endpoint_id: str, change: EndpointChange, now_us: i
     return _read_endpoint(db, endpoint_id)
 
 
-def _delete_endpoint(db: Db, endpoint_id: str) -> None:
+def _delete_endpoint(db: Db, endpoint_id: str, now_us: int) -> None:
     if fetchone(db, _q().lock_endpoint, {"id": endpoint_id}) is None:
         raise EndpointNotFound(endpoint_id)
-    execute(db, _q().delete_queue, {"name": endpoint_id})  # the endpoint and its tasks cascade
+    execute(db, _q().retire_endpoint_queue, {"id": endpoint_id, "now": now_us})
+    execute(db, _q().delete_pending_deliveries, {"id": endpoint_id})
+    execute(db, _q().delete_endpoint_row, {"id": endpoint_id})
+    execute(db, _q().delete_queue_if_empty, {"name": endpoint_id})
     execute(db, _q().delete_breaker, {"key": endpoint_id})
+
+
+def _delete_event(db: Db, event_id: str) -> int:
+    if fetchone(db, _q().lock_event, {"id": event_id}) is None:
+        raise EventNotFound(event_id)
+    check_none_running(event_id, fetchall(db, _q().lock_event_deliveries, {"id": event_id}))
+    execute(db, _q().delete_event_deliveries_callbacks, {"id": event_id})
+    deleted = len(fetchall(db, _q().delete_event_deliveries, {"id": event_id}))
+    execute(db, _q().delete_event, {"id": event_id})
+    return deleted
 
 
 def _set_endpoint_enabled(

@@ -661,7 +661,8 @@ WHERE q.name = (SELECT t.queue FROM tasks t WHERE t.id = :id)
 FOR NO KEY UPDATE;
 
 -- name: list_queues
-SELECT * FROM queues ORDER BY name;
+-- Not the retired queues of deleted endpoints (lifecycle.sql).
+SELECT * FROM queues WHERE NOT retired ORDER BY name;
 
 -- name: count_tasks_of_queue
 -- From task_counts (migration 0014): its folded rows and those appended since, added up.
@@ -672,22 +673,22 @@ SELECT queue, status, sum(n)::bigint AS n FROM task_counts GROUP BY queue, statu
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
-                    timeout, ordering, paused, signing_secret, stop_on, deadline, created_at, updated_at)
-VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff, :timeout, :ordering, :paused, :signing_secret, :stop_on, :deadline, :now, :now)
+                    timeout, ordering, paused, signing_secret, stop_on, deadline, retention, created_at, updated_at)
+VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff, :timeout, :ordering, :paused, :signing_secret, :stop_on, :deadline, :retention, :now, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
     max_backoff = excluded.max_backoff, timeout = excluded.timeout,
     ordering = excluded.ordering, paused = excluded.paused,
     signing_secret = excluded.signing_secret, stop_on = excluded.stop_on,
-    deadline = excluded.deadline, updated_at = excluded.updated_at
+    deadline = excluded.deadline, retention = excluded.retention, updated_at = excluded.updated_at
 RETURNING (xmax = 0) AS created;
 
 -- name: update_queue
 UPDATE queues
 SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts, min_backoff = :min_backoff, max_backoff = :max_backoff,
     timeout = :timeout, ordering = :ordering, paused = :paused, signing_secret = :signing_secret, stop_on = :stop_on,
-    deadline = :deadline, updated_at = :now
+    deadline = :deadline, retention = :retention, updated_at = :now
 WHERE name = :name;
 
 -- name: delete_queue
@@ -963,17 +964,4 @@ SET lease_expires_at = greatest(
 )
 FROM queues q
 WHERE t.seq = :seq AND t.lease_token = :lease_token AND t.status = 'running' AND q.name = t.queue
-RETURNING t.seq;
-
--- name: prune_succeeded
--- Retention: :cutoff cutoff, :limit batch size. Small batches keep each transaction short; the
--- attempts go with their task (ON DELETE CASCADE). Failed tasks are never pruned.
-WITH doomed AS (
-    SELECT seq FROM tasks
-    WHERE status = 'succeeded' AND updated_at < :cutoff
-    ORDER BY updated_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM tasks t USING doomed d WHERE t.seq = d.seq
 RETURNING t.seq;

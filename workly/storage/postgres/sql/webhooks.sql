@@ -12,7 +12,7 @@ VALUES (:id, :url, :description, :event_types::text[], :tenant, :headers::json, 
 -- The endpoint, its health (its breaker) and its delivery settings (its queue's).
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret, q.stop_on, q.deadline
+       q.paused, q.signing_secret, q.stop_on, q.deadline, q.retention
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.id = :id;
 
@@ -22,7 +22,7 @@ SELECT id FROM endpoints WHERE id = :id FOR NO KEY UPDATE;
 -- name: list_endpoints
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret, q.stop_on, q.deadline
+       q.paused, q.signing_secret, q.stop_on, q.deadline, q.retention
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -30,7 +30,7 @@ ORDER BY e.seq DESC LIMIT :limit;
 -- name: list_endpoints_by_tenant
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret, q.stop_on, q.deadline
+       q.paused, q.signing_secret, q.stop_on, q.deadline, q.retention
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.tenant = :tenant AND e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -239,19 +239,6 @@ SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'op
        count(*) AS n
 FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
 GROUP BY 1;
-
--- name: prune_events
--- Retention for events: one published before :cutoff goes once none of its deliveries is
--- stored any more (succeeded ones are pruned; failed ones are kept, and so is their event).
-WITH doomed AS (
-    SELECT e.seq FROM events e
-    WHERE e.created_at < :cutoff AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = e.id)
-    ORDER BY e.seq
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM events e USING doomed d WHERE e.seq = d.seq
-RETURNING e.seq;
 
 -- name: endpoint_has_tasks
 -- Whether an endpoint has any delivery left (its tenant then stays: they are its tenant's).

@@ -297,7 +297,8 @@ SELECT * FROM queues WHERE name = :name;
 SELECT * FROM queues WHERE name = :name;
 
 -- name: list_queues
-SELECT * FROM queues ORDER BY name;
+-- Not the retired queues of deleted endpoints (lifecycle.sql).
+SELECT * FROM queues WHERE NOT retired ORDER BY name;
 
 -- name: count_tasks_of_queue
 -- From task_counts, which triggers keep (migration 0014).
@@ -308,23 +309,23 @@ SELECT queue, status, n FROM task_counts;
 
 -- name: put_queue
 INSERT INTO queues (name, max_concurrency, rate_limit, max_attempts, min_backoff, max_backoff,
-                    timeout, ordering, paused, signing_secret, stop_on, deadline, created_at, updated_at)
+                    timeout, ordering, paused, signing_secret, stop_on, deadline, retention, created_at, updated_at)
 VALUES (:name, :max_concurrency, :rate_limit, :max_attempts, :min_backoff, :max_backoff,
-        :timeout, :ordering, :paused, :signing_secret, :stop_on, :deadline, :now, :now)
+        :timeout, :ordering, :paused, :signing_secret, :stop_on, :deadline, :retention, :now, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_concurrency = excluded.max_concurrency, rate_limit = excluded.rate_limit,
     max_attempts = excluded.max_attempts, min_backoff = excluded.min_backoff,
     max_backoff = excluded.max_backoff, timeout = excluded.timeout,
     ordering = excluded.ordering, paused = excluded.paused,
     signing_secret = excluded.signing_secret, stop_on = excluded.stop_on,
-    deadline = excluded.deadline, updated_at = excluded.updated_at;
+    deadline = excluded.deadline, retention = excluded.retention, updated_at = excluded.updated_at;
 
 -- name: update_queue
 UPDATE queues
 SET max_concurrency = :max_concurrency, rate_limit = :rate_limit, max_attempts = :max_attempts,
     min_backoff = :min_backoff, max_backoff = :max_backoff, timeout = :timeout,
     ordering = :ordering, paused = :paused, signing_secret = :signing_secret, stop_on = :stop_on,
-    deadline = :deadline, updated_at = :now
+    deadline = :deadline, retention = :retention, updated_at = :now
 WHERE name = :name;
 
 -- name: delete_queue
@@ -412,14 +413,3 @@ SET lease_expires_at = max(lease_expires_at, :now + CAST(
 WHERE (seq, lease_token) IN (SELECT value ->> '$[0]', value ->> '$[1]' FROM json_each(:leases))
   AND status = 'running'
 RETURNING seq, lease_token;
-
--- name: prune_succeeded
--- Retention (see postgres/sql/core.sql); the attempts go with their task (ON DELETE CASCADE).
-DELETE FROM tasks
-WHERE seq IN (
-    SELECT seq FROM tasks INDEXED BY tasks_succeeded
-    WHERE status = 'succeeded' AND updated_at < :cutoff
-    ORDER BY updated_at
-    LIMIT :limit
-)
-RETURNING seq;

@@ -10,7 +10,7 @@ VALUES (:id, :url, :description, :event_types, :tenant, :headers, 1, :now, :now,
 -- The endpoint, its health (its breaker) and its delivery settings (its queue's).
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret, q.stop_on, q.deadline
+       q.paused, q.signing_secret, q.stop_on, q.deadline, q.retention
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.id = :id;
 
@@ -21,7 +21,7 @@ SELECT id FROM endpoints WHERE id = :id;
 -- name: list_endpoints
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret, q.stop_on, q.deadline
+       q.paused, q.signing_secret, q.stop_on, q.deadline, q.retention
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -29,7 +29,7 @@ ORDER BY e.seq DESC LIMIT :limit;
 -- name: list_endpoints_by_tenant
 SELECT e.*, b.position, b.consecutive_failures, b.failing_since, b.last_success_at, b.probe_at,
        q.max_concurrency, q.rate_limit, q.max_attempts, q.min_backoff, q.max_backoff, q.timeout, q.ordering,
-       q.paused, q.signing_secret, q.stop_on, q.deadline
+       q.paused, q.signing_secret, q.stop_on, q.deadline, q.retention
 FROM endpoints e JOIN queues q ON q.name = e.id LEFT JOIN breakers b ON b.key = e.id
 WHERE e.tenant = :tenant AND e.seq < :before
 ORDER BY e.seq DESC LIMIT :limit;
@@ -190,16 +190,6 @@ SELECT CASE WHEN NOT e.enabled THEN 'disabled' WHEN b.position = 'open' THEN 'op
        count(*) AS n
 FROM endpoints e LEFT JOIN breakers b ON b.key = e.id
 GROUP BY 1;
-
--- name: prune_events
--- Retention for events (see the PostgreSQL query).
-DELETE FROM events
-WHERE seq IN (SELECT e.seq FROM events e
-              WHERE e.created_at < :cutoff
-                AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = e.id)
-              ORDER BY e.seq
-              LIMIT :limit)
-RETURNING seq;
 
 -- name: endpoint_has_tasks
 -- Whether an endpoint has any delivery left (its tenant then stays: they are its tenant's).
