@@ -60,13 +60,13 @@ async def with_attempts(storage: Storage, ids: dict[str, set[str]]) -> set[str]:
     return {f"{kind}:{one}" for kind, many in {**ids, "attempt": attempts}.items() for one in many}
 
 
-async def exported(export: TenantExport, tenant: str) -> tuple[Counter[str], int]:
+async def exported(export: TenantExport, tenant: str, operators: bool = True) -> tuple[Counter[str], int]:
     """The ids of what the export yields (counted, so a repeat shows) and the peak memory
     traced while it ran."""
     seen: Counter[str] = Counter()
     tracemalloc.start()
     try:
-        async for kind, item in await export.items(tenant):
+        async for kind, item in await export.items(tenant, operators):
             if isinstance(item, (Endpoint, Event, Task)):
                 assert kind == {Endpoint: "endpoint", Event: "event", Task: "task"}[type(item)]
                 seen[f"{kind}:{item.id}"] += 1
@@ -84,7 +84,9 @@ async def test_every_row_of_the_tenant_once_and_none_of_another(
 ) -> None:
     ids = await fill(storage, clock, TENANT, events=60, plain=25)
     await fill(storage, clock, OTHER, events=10, plain=5)
-    seen, _ = await exported(TenantExport(storage.tenants, storage.webhooks, storage.export, page=7), TENANT)
+    seen, _ = await exported(
+        TenantExport(storage.tenants, storage.webhooks, storage.export, events_page=7, tasks_page=5), TENANT
+    )
     assert set(seen.values()) == {1}  # nothing twice
     assert set(seen) == await with_attempts(storage, ids)
 
@@ -94,7 +96,7 @@ async def test_the_memory_an_export_holds_does_not_grow_with_the_tenant(
 ) -> None:
     small_ids = await fill(storage, clock, "small", events=100, plain=20)
     large_ids = await fill(storage, clock, TENANT, events=1000, plain=200)
-    export = TenantExport(storage.tenants, storage.webhooks, storage.export, page=50)
+    export = TenantExport(storage.tenants, storage.webhooks, storage.export, events_page=50, tasks_page=50)
     small, small_peak = await exported(export, "small")
     large, large_peak = await exported(export, TENANT)
     assert set(small) == await with_attempts(storage, small_ids)
@@ -102,6 +104,21 @@ async def test_the_memory_an_export_holds_does_not_grow_with_the_tenant(
     # Ten times the rows, not ten times the memory: a page at a time (a whole-tenant read
     # of the large one would hold well over 1 MB of payloads and bodies alone).
     assert large_peak < 3 * small_peak, (small_peak, large_peak)
+
+
+async def test_the_tenants_own_key_gets_no_plain_task_or_test_delivery(
+    storage: Storage, clock: VirtualClock
+) -> None:
+    """What its own key may read through the API: not the operator's plain tasks that carry its
+    name, nor test deliveries (their headers may hold the operator's credentials)."""
+    ids = await fill(storage, clock, TENANT, events=20, plain=10)
+    export = TenantExport(storage.tenants, storage.webhooks, storage.export, events_page=7, tasks_page=5)
+    seen, _ = await exported(export, TENANT, operators=False)
+    everything = await with_attempts(storage, ids)
+    plain = {t.id for t in (await storage.tasks.list_tasks("q", None, 100, None))[0]}
+    tests = {f"task:{t}" for t in ids["task"] if (await storage.tasks.get_task(t)).test}  # type: ignore[union-attr]
+    assert tests and plain
+    assert set(seen) == {i for i in everything if i.split(":")[1].split("#")[0] not in plain} - tests
 
 
 async def test_an_unknown_tenant_has_no_export(storage: Storage, clock: VirtualClock) -> None:

@@ -22,6 +22,7 @@ from workly.database_url import (
     sqlite_path,
 )
 from workly.errors import ConfigError
+from workly.lifecycle import MAX_RETENTION
 from workly.secret_box import parse_keys
 from workly.ssrf_guard import OutboundPolicy, Proxy, parse_allow_list, parse_proxy
 
@@ -75,12 +76,14 @@ class Settings(BaseSettings):
     retention: float = Field(
         default=7 * 86400,
         ge=0,
+        le=MAX_RETENTION,
         description="seconds succeeded tasks (and their attempts) are kept, and events none of whose "
         "deliveries is left; 0 = forever",
     )
     failed_retention: float = Field(
         default=30 * 86400,
         ge=0,
+        le=MAX_RETENTION,
         description="seconds failed and canceled tasks (and their attempts) are kept; 0 = forever",
     )
     event_types: Literal["open", "strict"] = Field(
@@ -91,6 +94,7 @@ class Settings(BaseSettings):
     audit_retention: float = Field(
         default=90 * 86400,
         ge=0,
+        le=MAX_RETENTION,
         description="seconds audit log entries are kept; 0 = forever",
     )
     reap_interval: float = Field(

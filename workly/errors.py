@@ -181,6 +181,14 @@ class ReplayRunning(ConflictError):
         self.operation_id = operation_id
 
 
+class TaskInFlight(ConflictError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(
+            f"cannot delete task {task_id!r} while it is being sent; try again once it has finished"
+        )
+        self.task_id = task_id
+
+
 class DeliveryInFlight(ConflictError):
     def __init__(self, event_id: str, task_id: str) -> None:
         super().__init__(

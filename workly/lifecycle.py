@@ -10,6 +10,7 @@ from typing import Literal
 from workly.models import Attempt, Task
 
 OverrideKind = Literal["queue", "tenant"]
+MAX_RETENTION = 100 * 365 * 86400  # seconds: a century (a cutoff further back is no date)
 
 # A tenant's erasure goes through its rows in this order, one phase at a time, each chunk
 # a short transaction; the operation keeps the phase it is at, so a restart resumes there.
@@ -19,8 +20,24 @@ OverrideKind = Literal["queue", "tenant"]
 # events: its events with what is left of their deliveries;
 # tasks: its plain tasks;
 # notices: Workly's own events about its endpoints;
-# tenant: its row; the operation then names it by its hash only.
+# tenant: what a claim or a late request made meanwhile (fairness state, keys, schedules,
+#   events, plain tasks) goes too, going round again if there was any; then its row, and the
+#   operation names it by its hash only.
 ErasePhase = Literal["access", "endpoints", "events", "tasks", "notices", "tenant"]
+# Where a phase goes once a chunk of it found less than a whole chunk ("endpoints": no
+# endpoint left); until then it stays.
+_NEXT: dict[ErasePhase, ErasePhase] = {
+    "access": "endpoints",
+    "endpoints": "events",
+    "events": "tasks",
+    "tasks": "notices",
+    "notices": "tenant",
+}
+
+
+def next_phase(phase: ErasePhase, done: bool) -> ErasePhase:
+    """The phase of an erase's next chunk: the next one once ``phase`` is ``done``."""
+    return _NEXT[phase] if done else phase
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ async def test_a_running_task_is_not_deleted(world: tuple[Service, httpx.AsyncCl
     task = (await http.post("/v1/queues/q/tasks", json={"url": HOOK})).json()
     assert await claim_all(service) == [task["id"]]
     body = assert_problem(await http.delete(f"/v1/tasks/{task['id']}"), 409, "conflict")
-    assert "running" in body["detail"]
+    assert "being sent" in body["detail"]
     assert (await http.get(f"/v1/tasks/{task['id']}")).json()["status"] == "running"
 
 

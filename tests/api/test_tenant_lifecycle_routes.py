@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ from tests.support.servers import TEST_SECRET, in_process
 from workly.clock import SystemClock
 from workly.config import Settings
 from workly.lifecycle import tenant_hash
+from workly.models import AttemptResult
 from workly.service import Service
 from workly.service.operation_runner import OperationRunner
 
@@ -23,6 +25,18 @@ async def world(database_url: str) -> AsyncIterator[tuple[Service, httpx.AsyncCl
     settings = Settings(database_url=database_url, signing_secret=TEST_SECRET, dispatch=False)
     async with in_process(settings) as (service, http):
         yield service, http
+
+
+async def fail_one(service: Service) -> None:
+    """Claim the one due delivery and record its attempt failed (no dispatcher runs here)."""
+    storage = service.storage
+    [claimed] = (await storage.dispatch.claim_tasks(10, datetime.now(UTC), "lease", 30.0)).tasks
+    now = datetime.now(UTC)
+    result = AttemptResult(task_seq=claimed.seq, lease_token=claimed.lease_token, attempt=claimed.attempt,
+                           started_at=now, finished_at=now, status_code=500, error="HTTP 500", response=b"no",
+                           outcome="failed", breaker=claimed.breaker, endpoint_id=claimed.endpoint_id,
+                           task_id=claimed.id)  # fmt: skip
+    await storage.dispatch.record_results([result], now)
 
 
 async def tenant_with_data(http: httpx.AsyncClient, tenant: str) -> dict[str, str]:
@@ -100,3 +114,28 @@ async def test_an_export_is_json_lines_of_everything_without_secrets(
     secret = (await http.get(f"/v1/endpoints/{ids['endpoint']}/secret")).json()["signing_secret"]
     assert secret.removeprefix("whsec_") not in response.text
     assert "other" not in response.text
+
+
+async def test_an_export_names_the_task_of_each_attempt(world: tuple[Service, httpx.AsyncClient]) -> None:
+    service, http = world
+    ids = await tenant_with_data(http, "acme")
+    await fail_one(service)
+    lines = [json.loads(line) for line in (await http.get("/v1/tenants/acme/export")).text.splitlines()]
+    attempts = [line for line in lines if line["kind"] == "attempt"]
+    assert [(a["task_id"], a["attempt"], a["status_code"]) for a in attempts] == [(ids["task"], 1, 500)]
+
+
+@pytest.mark.parametrize("value", [True, "60", 1e3, -1, 1.5, 10**20])
+async def test_a_retention_is_whole_seconds_and_nothing_else(
+    world: tuple[Service, httpx.AsyncClient], value: object
+) -> None:
+    _, http = world
+    await http.put("/v1/tenants/acme", json={})
+    await http.put("/v1/queues/q", json={})
+    endpoint = (await http.post("/v1/endpoints", json={"url": HOOK})).json()
+    paths = ["/v1/tenants/acme", "/v1/queues/q", f"/v1/endpoints/{endpoint['id']}"]
+    for method, path in [("PATCH", path) for path in paths] + [("PUT", "/v1/tenants/acme")]:
+        body = assert_problem(await http.request(method, path, json={"retention": value}), 422)
+        assert "retention" in json.dumps(body)
+    assert (await http.get("/v1/tenants/acme")).json()["retention"] is None
+    assert (await http.get("/v1/queues/q")).json()["retention"] is None

@@ -74,3 +74,14 @@ async def test_an_event_and_a_task_are_deleted(e2e: E2E) -> None:
     assert (await e2e.client.get(f"/v1/tasks/{task['id']}")).status_code == 404
     missing = await workly(e2e, "task-delete", task["id"], "--yes")
     assert missing.code == 1 and "404" in missing.err
+
+
+@pytest.mark.parametrize(("given", "stored"), [("1d", 86400), ("forever", 0), ("none", None)])
+async def test_a_queue_keeps_its_tasks_as_long_as_retention_says(
+    e2e: E2E, given: str, stored: int | None
+) -> None:
+    queue = f"kept-{uuid.uuid4().hex[:8]}"
+    shown = ok(await workly(e2e, "queue-update", queue, "--retention", given, "--json")).json()
+    assert shown["retention"] == stored
+    bad = await workly(e2e, "queue-update", queue, "--retention", "soon")
+    assert bad.code == 2 and "duration" in bad.err

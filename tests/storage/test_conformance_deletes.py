@@ -8,7 +8,7 @@ import pytest
 from tests.storage.helpers import URL, new, result_for, token
 from tests.support.clock import VirtualClock
 from workly.callbacks import CALLBACK_QUEUE
-from workly.errors import DeliveryInFlight, EventNotFound, TaskNotFound, TaskStateConflict
+from workly.errors import DeliveryInFlight, EventNotFound, TaskInFlight, TaskNotFound
 from workly.ids import new_id, new_task_id
 from workly.models import QueueConfig
 from workly.storage.contract import Storage
@@ -45,7 +45,7 @@ async def test_a_running_task_stays(storage: Storage, clock: VirtualClock) -> No
     task = new()
     await storage.tasks.enqueue([task], clock.now())
     await storage.dispatch.claim_tasks(10, clock.now(), token(), 30)
-    with pytest.raises(TaskStateConflict, match="running"):
+    with pytest.raises(TaskInFlight, match="being sent"):
         await storage.tasks.delete_task(task.id)
     stored = await storage.tasks.get_task(task.id)
     assert stored is not None and stored.status == "running"

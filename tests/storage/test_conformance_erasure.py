@@ -5,6 +5,7 @@ payload bytes, and the other tenant's data is whole."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -101,22 +102,24 @@ async def fill(storage: Storage, clock: VirtualClock, tenant: str, events: int, 
     return made
 
 
-async def notice(storage: Storage, clock: VirtualClock, operator: str, tenant: str) -> str:
-    """Workly's own notice that an endpoint of ``tenant`` was disabled, to the operator's endpoint."""
-    body = json.dumps({"type": "workly.endpoint.disabled", "data": {"id": "ep_x", "tenant": tenant}}).encode()
-    event = NewEvent(
-        id=new_id("evt"), type="workly.endpoint.disabled", payload=body, content_type="application/json"
-    )
+async def notice(
+    storage: Storage, clock: VirtualClock, operator: str, tenant: str, kind: str = "workly.endpoint.disabled"
+) -> str:
+    """Workly's own notice about ``tenant`` (its endpoint disabled, its task failed), to the
+    operator's endpoint."""
+    body = json.dumps({"type": kind, "data": {"id": "ep_x", "tenant": tenant}}).encode()
+    event = NewEvent(id=new_id("evt"), type=kind, payload=body, content_type="application/json")
     published = await storage.webhooks.publish(event, clock.now(), new_task_id)
     assert [d.endpoint_id for d in published.event.deliveries] == [operator]
     return event.id
 
 
 async def run_to_the_end(
-    storage: Storage, clock: VirtualClock, operation: Operation, chunk: int
+    storage: Storage, clock: VirtualClock, operation: Operation, chunk: int, churn: bool = False
 ) -> Operation:
     """Work the erase in chunks, the other tenant publishing between them; halfway, the
-    runner loses its lease and another takes over from where it stood."""
+    runner loses its lease and another takes over from where it stood. ``churn``: early on,
+    the erased tenant's plain tasks are enqueued and claimed too."""
     lease = token()
     assert await storage.operations.take_operation(clock.now(), lease, LEASE) is not None
     for step in range(10_000):
@@ -125,6 +128,13 @@ async def run_to_the_end(
         if done.operation.state != "running":
             return done.operation
         await publish(storage, clock, KEPT, 1000 + step)
+        if churn and step == 3:  # its plain tasks enqueued and claimed meanwhile: fairness turns come back
+            late = [
+                new(queue="late", url="http://127.0.0.1:10/late", tenant=GONE, body=MARKER) for _ in range(3)
+            ]
+            await storage.tasks.enqueue(late, clock.now())
+            claimed = (await storage.dispatch.claim_tasks(100, clock.now(), token(), LEASE)).tasks
+            assert len(claimed) >= 3
         if step == 12:  # this runner stalls past its lease: another resumes
             clock.advance(LEASE + 1)
             lease = token()
@@ -141,6 +151,7 @@ async def test_an_erased_tenant_leaves_no_trace_and_the_other_is_whole(
     gone = await fill(storage, clock, GONE, events=120, plain=60)
     kept = await fill(storage, clock, KEPT, events=40, plain=20)
     gone_notice = await notice(storage, clock, operator.id, GONE)
+    gone_failure = await notice(storage, clock, operator.id, GONE, "workly.task.failed")
     kept_notice = await notice(storage, clock, operator.id, KEPT)
     assert await where_found(database_url, GONE.encode())  # there to erase
     assert await where_found(database_url, MARKER)
@@ -154,13 +165,13 @@ async def test_an_erased_tenant_leaves_no_trace_and_the_other_is_whole(
         new_id("op"), "erase", TaskFilter(tenant=GONE), clock.now()
     )
     assert again.id == created.id  # one erase of a tenant at a time: the running one answers
-    finished = await run_to_the_end(storage, clock, created, chunk=25)
+    finished = await run_to_the_end(storage, clock, created, chunk=25, churn=True)
 
     assert finished.state == "succeeded" and finished.filter.tenant == tenant_hash(GONE)
     assert finished.changed >= created.matched
     assert await where_found(database_url, GONE.encode()) == []
     assert await where_found(database_url, MARKER) == []
-    for event_id in [*gone.events, gone_notice]:
+    for event_id in [*gone.events, gone_notice, gone_failure]:
         assert await storage.webhooks.get_event(event_id) is None
     assert await storage.tenants.get_tenant(GONE) is None
     # The other tenant: every event, task, endpoint, the tenant, its notice and schedule.
@@ -171,6 +182,36 @@ async def test_an_erased_tenant_leaves_no_trace_and_the_other_is_whole(
     assert len(await where_found(database_url, KEPT.encode())) > len(kept.events)
     schedules, _ = await storage.schedules.list_schedules(10, None)
     assert [s.spec.event.tenant for s in schedules if s.spec.event is not None] == [KEPT]
+
+
+async def test_concurrent_erasures_of_a_tenant_are_one(storage: Storage, clock: VirtualClock) -> None:
+    await storage.tenants.put_tenant(GONE, TenantSpec(), clock.now())
+    asked = [storage.operations.create_operation(new_id("op"), "erase", TaskFilter(tenant=GONE), clock.now())
+             for _ in range(4)]  # fmt: skip
+    assert len({operation.id for operation in await asyncio.gather(*asked)}) == 1
+
+
+async def test_a_tenant_named_by_a_key_or_a_schedule_only_is_erased(
+    storage: Storage, clock: VirtualClock
+) -> None:
+    await storage.keys.create_key(new_id("key"), ApiKeySpec("k", "reader", GONE), "digest", clock.now())
+    template = NewEvent(
+        id="", type="a.b", payload=MARKER, content_type="application/json", tenant="only-a-schedule"
+    )
+    await storage.schedules.create_schedule(
+        new_id("sch"),
+        ScheduleSpec(cron="0 0 * * *", event=template),
+        clock.now() + timedelta(days=1),
+        clock.now(),
+    )
+    for tenant in (GONE, "only-a-schedule"):
+        created = await storage.operations.create_operation(
+            new_id("op"), "erase", TaskFilter(tenant=tenant), clock.now()
+        )
+        assert (await run_to_the_end(storage, clock, created, chunk=10)).state == "succeeded"
+    keys, _ = await storage.keys.list_keys(10, None)
+    schedules, _ = await storage.schedules.list_schedules(10, None)
+    assert keys == [] and schedules == []
 
 
 async def test_an_unknown_tenant_is_not_erased(storage: Storage, clock: VirtualClock) -> None:

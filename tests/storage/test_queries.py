@@ -30,6 +30,7 @@ POSTGRES_ONLY = {
     "extend_lease",  # SQLite takes no row locks: its extend_leases skips nothing, and serves
     # Deletes rebalance SQLite's B-trees: no index bloat to rebuild.
     "bloated_indexes", "index_leftovers", "cancel_index_rebuilds",
+    "lock_erase",  # SQLite's one writer creates one erase at a time by itself
 }  # fmt: skip
 
 

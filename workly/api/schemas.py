@@ -20,6 +20,7 @@ from pydantic import (
 from workly.body import encode_body
 from workly.errors import ConfigError
 from workly.ids import new_task_id
+from workly.lifecycle import MAX_RETENTION
 from workly.media import header_value, is_json_type
 from workly.models import DEFAULT_STOP_ON, MIN_RATE_LIMIT, NewTask, check_stop_on
 from workly.request_rules import MAX_URL_LENGTH, check_headers, check_url
@@ -75,10 +76,10 @@ Deadline = Annotated[
         description="seconds after creation (or a redrive) after which no attempt starts",
     ),
 ]
-MAX_RETENTION = 100 * 365 * 86400  # seconds: a century
 Retention = Annotated[
     int,
     Field(
+        strict=True,  # a true, "60" or 1e3 here is a mistake that would delete data within a minute
         ge=0,
         le=MAX_RETENTION,
         description="seconds its finished tasks are kept, whatever their outcome, instead of "

@@ -13,8 +13,16 @@ import typer
 
 from workly.client import access_render, render
 from workly.client.api import DEFAULT_SERVER, ApiClient
-from workly.client.common import AsJson, Cursor, Server, Token, ask, show, show_page, usage_error
-from workly.client.inputs import InputError, parse_headers, parse_pairs, parse_time, parse_when, read_data
+from workly.client.common import AsJson, Cursor, KeptFor, Server, Token, ask, show, show_page, usage_error
+from workly.client.inputs import (
+    InputError,
+    parse_headers,
+    parse_pairs,
+    parse_retention,
+    parse_time,
+    parse_when,
+    read_data,
+)
 from workly.client.render import one_line as render_text
 from workly.signing import PRIVATE_KEY_PREFIX, generate_key_pair, generate_secret
 
@@ -23,7 +31,10 @@ TenantId = Annotated[str, typer.Argument(help="tenant id (the tenant string endp
 EndpointId = Annotated[str, typer.Argument(help="endpoint id (ep_…)")]
 Name = Annotated[str | None, typer.Option(help="shown instead of the id")]
 Metadata = Annotated[list[str] | None, typer.Option(help="'key=value', repeatable (replaces all)")]
-Retention = Annotated[int | None, typer.Option(help="seconds its data is kept")]
+Retention = Annotated[
+    int | None,
+    typer.Option(help="seconds its finished tasks and events are kept (0: forever; docs/retention.md)"),
+]
 MaxEndpoints = Annotated[int | None, typer.Option(help="at most this many endpoints")]
 
 tenant_app = typer.Typer(help="Tenants: create, change, show, list (docs/tenants.md).", no_args_is_help=True)
@@ -204,12 +215,15 @@ def endpoint_update(
         str | None, typer.Option("--filter", help="a content filter (JSON, @file); null removes it")
     ] = None,
     payload_format: Annotated[str | None, typer.Option(help="raw or envelope")] = None,
+    retention: KeptFor = None,
     server: Server = DEFAULT_SERVER, token: Token = None, as_json: AsJson = False,
 ) -> None:  # fmt: skip
     """Change the fields given of an endpoint, keep the others."""
 
     def change(api: ApiClient) -> dict[str, Any]:
         changes: dict[str, Any] = {}
+        if retention is not None:
+            changes["retention"] = parse_retention(retention)
         if url is not None:
             changes["url"] = url
         if description is not None:

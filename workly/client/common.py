@@ -59,3 +59,12 @@ def show_page(page: dict[str, Any], items: str, as_json: bool, as_text: Callable
 def usage_error(reason: str) -> NoReturn:
     typer.echo(f"workly: {reason}", err=True)
     raise typer.Exit(code=2)
+
+
+# A queue's or endpoint's --retention (parsed by inputs.parse_retention).
+KeptFor = Annotated[
+    str | None,
+    typer.Option(
+        "--retention", help="how long its finished tasks are kept: 7d, 12h; forever; or none (the settings)"
+    ),
+]

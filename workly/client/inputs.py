@@ -33,6 +33,16 @@ def parse_delay(text: str) -> float:
     return seconds
 
 
+def parse_retention(text: str) -> int | None:
+    """A --retention: a duration (7d, 12h), 'forever' (0), or 'none' (null: the server's
+    settings) → what the API's retention field takes."""
+    if text.lower() == "none":
+        return None
+    if text.lower() == "forever":
+        return 0
+    return round(parse_delay(text))
+
+
 def parse_when(text: str, now: datetime) -> str:
     """A point in time as RFC 3339 UTC ('2030-01-01T00:00:00Z'), from RFC 3339 with an offset,
     or from a duration back from ``now`` ('30s', '10m', '2h', '1d', as parse_delay reads it,

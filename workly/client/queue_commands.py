@@ -10,8 +10,8 @@ import typer
 
 from workly.client import render
 from workly.client.api import DEFAULT_SERVER, ApiClient
-from workly.client.common import AsJson, Server, Token, ask, show, usage_error
-from workly.client.inputs import InputError, parse_delay
+from workly.client.common import AsJson, KeptFor, Server, Token, ask, show, usage_error
+from workly.client.inputs import InputError, parse_delay, parse_retention
 
 QueueName = Annotated[str, typer.Argument(help="queue name")]
 _PANEL = "Client (talks to a running server)"
@@ -55,6 +55,7 @@ def queue_update(
         str | None,
         typer.Option(help="no attempt starts later than this after a task is made (5m), or 'none'"),
     ] = None,
+    retention: KeptFor = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     as_json: AsJson = False,
@@ -73,6 +74,8 @@ def queue_update(
             stop_on,
             deadline,
         )
+        if retention is not None:
+            changes["retention"] = parse_retention(retention)
     except InputError as exc:
         usage_error(str(exc))
     if not changes:

@@ -60,13 +60,16 @@ class OwnEvents:
             task = await self._tasks.get_task(result.task_id)
             if task is None or task.status != "failed":  # a stale result, or redriven since
                 continue
+            tenant = task.tenant
             if task.event_id is not None:
                 # Never about Workly's own events: a failing subscriber's failure notices
                 # would make more failure notices, without end.
                 event = await self._webhooks.get_event(task.event_id)
                 if event is None or is_workly_event(event.type):
                     continue
-            data = {"task": _task_data(task), "attempt": _attempt_data(result)}
+                tenant = event.tenant
+            # The tenant it names is how its erasure finds the notice (docs/retention.md).
+            data = {"tenant": tenant, "task": _task_data(task), "attempt": _attempt_data(result)}
             await self._publish("workly.task.failed", data)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:

@@ -39,9 +39,10 @@ class TenantUseCases:
             raise TenantNotFound(tenant)
         return found
 
-    async def export_tenant(self, tenant: str) -> AsyncIterator[ExportItem]:
-        """Everything of the tenant, item by item (TenantNotFound before the first)."""
-        return await self._export.items(tenant)
+    async def export_tenant(self, tenant: str, operators: bool = True) -> AsyncIterator[ExportItem]:
+        """Everything of the tenant, item by item (TenantNotFound before the first);
+        ``operators``: its plain tasks and test deliveries too."""
+        return await self._export.items(tenant, operators)
 
     async def list_tenants(self, limit: int, before_seq: int | None) -> tuple[list[Tenant], int | None]:
         return await self._tenants.list_tenants(limit, before_seq)

@@ -290,6 +290,7 @@ class PostgresQueries(CommonQueries):
     lock_queues: Query
     recount_running: Query
     lock_queues_named: Query
+    lock_erase: Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +322,7 @@ class SqliteQueries(CommonQueries):
     operation_chunk_operation: Query
     delete_task_callbacks: Query
     delete_event_deliveries_callbacks: Query
+    insert_erase_operation_count: Query
     erase_keys_sessions: Query
     erase_hold_endpoints_queues: Query
     erase_queue_tasks_ids: Query

@@ -6,13 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from workly.errors import TaskNotFound, TaskStateConflict
+from workly.errors import TaskInFlight, TaskNotFound, TaskStateConflict
 from workly.models import ClaimedTask, Enqueued, NewTask, Task
 
 _ALLOWED_FROM = {
     "cancel": "ready",
     "retry": "failed or canceled (redrive), or ready (due now)",
-    "delete": "ready, succeeded, failed or canceled (not running)",
 }
 
 
@@ -79,8 +78,10 @@ def idempotency_keys(tasks: Sequence[NewTask]) -> list[IdempotencyKey]:
 
 
 def check_deleted(task_id: str, task: Task | None) -> None:
-    """After a delete that found nothing to delete: why."""
-    check_transition(task_id, task, False, "delete")
+    """After a delete that found nothing to delete: why (none, or it is being sent)."""
+    if task is None:
+        raise TaskNotFound(task_id)
+    raise TaskInFlight(task_id)
 
 
 def check_transition(task_id: str, task: Task | None, changed: bool, action: str) -> Task:

@@ -38,4 +38,4 @@ def _shown(item: Endpoint | Event | Task | Attempt) -> dict[str, Any]:
         return event_json(item)
     if isinstance(item, Task):
         return task_json(item)
-    return attempt_json(item)
+    return {"task_id": item.task_id, **attempt_json(item)}  # a line stands alone: whose attempt

@@ -51,7 +51,7 @@ class ScopedTenants:
     async def export_tenant(self, tenant: str) -> AsyncIterator[ExportItem]:
         self._access.see(tenant, TenantNotFound(tenant))
         self._access.act("tenant.export", "read", tenant, tenant)
-        return await self._tenants.export_tenant(tenant)
+        return await self._tenants.export_tenant(tenant, operators=self._access.tenant is None)
 
     async def get_tenant(self, tenant: str) -> Tenant:
         self._access.see(tenant, TenantNotFound(tenant))

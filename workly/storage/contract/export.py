@@ -11,8 +11,10 @@ from workly.lifecycle import ExportedTask
 
 
 class ExportStore(Protocol):
-    async def tasks_of_events(self, event_ids: Sequence[str]) -> list[ExportedTask]:
-        """The deliveries of these events, in seq order."""
+    async def tasks_of_events(
+        self, event_ids: Sequence[str], after_seq: int, limit: int
+    ) -> list[ExportedTask]:
+        """The next ``limit`` deliveries of these events after ``after_seq``, in seq order."""
 
     async def tenant_tasks(self, tenant: str, after_seq: int, limit: int) -> list[ExportedTask]:
         """The tenant's next ``limit`` plain tasks after ``after_seq``, in seq order."""

@@ -18,8 +18,11 @@ class PostgresExport:
         self._pool = db.pool
         self._q = db.q
 
-    async def tasks_of_events(self, event_ids: Sequence[str]) -> list[ExportedTask]:
-        return await self._page(self._q.export_event_tasks, ids=list(event_ids))
+    async def tasks_of_events(
+        self, event_ids: Sequence[str], after_seq: int, limit: int
+    ) -> list[ExportedTask]:
+        query = self._q.export_event_tasks
+        return await self._page(query, ids=list(event_ids), after_seq=after_seq, limit=limit)
 
     async def tenant_tasks(self, tenant: str, after_seq: int, limit: int) -> list[ExportedTask]:
         return await self._page(self._q.export_tenant_tasks, tenant=tenant, after_seq=after_seq, limit=limit)

@@ -21,8 +21,11 @@ class SqliteExport:
     def __init__(self, db: Connections) -> None:
         self._reader = db.reader
 
-    async def tasks_of_events(self, event_ids: Sequence[str]) -> list[ExportedTask]:
-        return await self._reader.run(_page, _q().export_event_tasks, {"ids": to_json(list(event_ids))})
+    async def tasks_of_events(
+        self, event_ids: Sequence[str], after_seq: int, limit: int
+    ) -> list[ExportedTask]:
+        params = {"ids": to_json(list(event_ids)), "after_seq": after_seq, "limit": limit}
+        return await self._reader.run(_page, _q().export_event_tasks, params)
 
     async def tenant_tasks(self, tenant: str, after_seq: int, limit: int) -> list[ExportedTask]:
         params = {"tenant": tenant, "after_seq": after_seq, "limit": limit}

@@ -19,7 +19,7 @@ from workly.storage import rows
 from workly.storage.interpret import interpret_sqlite_error, raises_workly_errors
 from workly.storage.operation_rows import due_callback_from_row, filter_params, operation_from_row
 from workly.storage.queries import sqlite_queries
-from workly.storage.sqlite.erasure import create_erase, erase_chunk
+from workly.storage.sqlite.erasure import count_erase, create_erase, erase_chunk
 from workly.storage.sqlite.replay import replay_chunk
 from workly.storage.sqlite.statements import (
     DECODERS,
@@ -52,11 +52,12 @@ class SqliteOperations:
             )
         if action == "erase":
             tenant = str(task_filter.tenant)
-            row = await self._writer.transaction(
-                self._acknowledged, create_erase, operation_id, tenant, to_us(now)
-            )
-            if row is None:
+            known, matched = await self._reader.run(count_erase, tenant)
+            if not known:
                 raise TenantNotFound(tenant)
+            row = await self._writer.transaction(
+                self._acknowledged, create_erase, operation_id, tenant, matched, to_us(now)
+            )
             return operation_from_row(row, DECODERS)
         params = filter_params(task_filter, to_us)
         [counted] = await self._reader.run(fetchall, _q().insert_operation_count, params)

@@ -101,10 +101,15 @@ DELETE FROM tasks t USING doomed d WHERE t.seq = d.seq
 RETURNING t.seq;
 
 -- name: prune_tenant_events
--- Tenant :tenant's events published before :cutoff none of whose deliveries is left.
-WITH doomed AS (
+-- Tenant :tenant's events published before :cutoff none of whose deliveries is left (the
+-- scan of events_tenant stops at the first published since, as prune_queue's does).
+WITH bound AS (
+    SELECT coalesce((SELECT seq FROM events WHERE tenant = :tenant AND created_at >= :cutoff
+                     ORDER BY seq LIMIT 1), 9223372036854775807) AS seq
+),
+doomed AS (
     SELECT e.seq FROM events e
-    WHERE e.tenant = :tenant AND e.created_at < :cutoff
+    WHERE e.tenant = :tenant AND e.seq < (SELECT seq FROM bound) AND e.created_at < :cutoff
       AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = e.id)
     ORDER BY e.seq
     LIMIT :limit
@@ -135,12 +140,13 @@ RETURNING q.name;
 
 -- name: retire_endpoint_queue
 -- Deleting an endpoint: its queue stays, paused and retired, while its finished deliveries
--- do (they stay visible on their events until retention).
-UPDATE queues SET retired = true, paused = true, updated_at = :now WHERE name = :id;
+-- do (they stay visible on their events until retention); its signing secrets go now.
+UPDATE queues SET retired = true, paused = true, signing_secret = NULL, updated_at = :now WHERE name = :id;
 
 -- name: delete_pending_deliveries
--- … and its deliveries not yet finished go (a running one's result then finds no row).
-DELETE FROM tasks WHERE queue = :id AND status IN ('ready', 'running');
+-- … and its deliveries not yet finished go (a running one's result then finds no row), and
+-- its test deliveries (of no event: nothing would show them, or find them for an erasure).
+DELETE FROM tasks WHERE queue = :id AND (status IN ('ready', 'running') OR test);
 
 -- name: delete_endpoint_row
 DELETE FROM endpoints WHERE id = :id;
@@ -186,10 +192,19 @@ DELETE FROM events WHERE id = :id;
 -- transaction that deletes at most :chunk tasks or events, so enqueues and claims never
 -- wait long on it.
 
+-- name: lock_erase
+-- One erase of a tenant at a time: creating one waits for another being created.
+SELECT pg_advisory_xact_lock(hashtext('workly erase ' || :tenant)) AS locked;
+
 -- name: tenant_known
--- Whether anything names the tenant: its row, or a plain task of it (no row made for those).
+-- Whether anything names the tenant: its row, or what may name it without one (a plain
+-- task, a key made before its first endpoint, a schedule's template).
 SELECT EXISTS (SELECT 1 FROM tenants WHERE tenant = :tenant)
-       OR EXISTS (SELECT 1 FROM tasks WHERE tenant = :tenant) AS known;
+       OR EXISTS (SELECT 1 FROM tasks WHERE tenant = :tenant)
+       OR EXISTS (SELECT 1 FROM api_keys WHERE tenant = :tenant)
+       OR EXISTS (SELECT 1 FROM schedules
+                  WHERE (template #>> '{}')::jsonb #>> '{task,tenant}' = :tenant
+                     OR (template #>> '{}')::jsonb #>> '{event,tenant}' = :tenant) AS known;
 
 -- name: running_erase
 SELECT * FROM operations
@@ -294,7 +309,7 @@ SELECT count(*)::int AS deleted FROM gone;
 -- next :chunk of them after :after_seq, with their deliveries and callbacks.
 WITH scanned AS (
     SELECT seq, id, payload FROM events
-    WHERE type IN ('workly.endpoint.disabled', 'workly.endpoint.enabled') AND seq > :after_seq
+    WHERE type IN ('workly.endpoint.disabled', 'workly.endpoint.enabled', 'workly.task.failed') AND seq > :after_seq
     ORDER BY seq LIMIT :chunk
 ),
 doomed AS (
@@ -335,7 +350,9 @@ RETURNING *;
 
 -- name: export_event_tasks
 -- The deliveries of a page of its events.
-SELECT * FROM task_view WHERE event_id = ANY(:ids::text[]) ORDER BY seq;
+SELECT * FROM task_view
+WHERE event_id = ANY(:ids::text[]) AND seq > :after_seq
+ORDER BY seq LIMIT :limit;
 
 -- name: export_tenant_tasks
 -- A page of its plain tasks (tasks_tenant).

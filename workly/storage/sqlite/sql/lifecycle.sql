@@ -81,6 +81,9 @@ DELETE FROM events
 WHERE seq IN (
     SELECT e.seq FROM events e INDEXED BY events_tenant
     WHERE e.tenant = :tenant AND e.created_at < :cutoff
+      AND e.seq < coalesce((SELECT seq FROM events INDEXED BY events_tenant
+                            WHERE tenant = :tenant AND created_at >= :cutoff ORDER BY seq LIMIT 1),
+                           9223372036854775807)
       AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.event_id = e.id)
     ORDER BY e.seq
     LIMIT :limit
@@ -103,10 +106,10 @@ WHERE retired AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.queue = queues.name)
 RETURNING name;
 
 -- name: retire_endpoint_queue
-UPDATE queues SET retired = 1, paused = 1, updated_at = :now WHERE name = :id;
+UPDATE queues SET retired = 1, paused = 1, signing_secret = NULL, updated_at = :now WHERE name = :id;
 
 -- name: delete_pending_deliveries
-DELETE FROM tasks WHERE queue = :id AND status IN ('ready', 'running');
+DELETE FROM tasks WHERE queue = :id AND (status IN ('ready', 'running') OR test);
 
 -- name: delete_endpoint_row
 DELETE FROM endpoints WHERE id = :id;
@@ -141,20 +144,26 @@ DELETE FROM events WHERE id = :id;
 
 -- name: tenant_known
 SELECT EXISTS (SELECT 1 FROM tenants WHERE tenant = :tenant)
-       OR EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_tenant WHERE tenant = :tenant) AS known;
+       OR EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_tenant WHERE tenant = :tenant)
+       OR EXISTS (SELECT 1 FROM api_keys WHERE tenant = :tenant)
+       OR EXISTS (SELECT 1 FROM schedules
+                  WHERE json_extract(template, '$.task.tenant') = :tenant
+                     OR json_extract(template, '$.event.tenant') = :tenant) AS known;
 
 -- name: running_erase
 SELECT * FROM operations
 WHERE state = 'running' AND action = 'erase' AND json_extract(filter, '$.tenant') = :tenant
 LIMIT 1;
 
+-- name: insert_erase_operation_count
+-- insert_erase_operation's count, on the reader first (the writer does not wait on it).
+SELECT (SELECT count(*) FROM events INDEXED BY events_tenant WHERE tenant = :tenant)
+       + (SELECT count(*) FROM tasks INDEXED BY tasks_tenant WHERE tenant = :tenant)
+       + (SELECT count(*) FROM endpoints e JOIN tasks t ON t.queue = e.id WHERE e.tenant = :tenant) AS matched;
+
 -- name: insert_erase_operation
 INSERT INTO operations (id, action, filter, upto_seq, matched, phase, created_at, updated_at)
-VALUES (:id, 'erase', :filter, 0,
-        (SELECT count(*) FROM events WHERE tenant = :tenant)
-        + (SELECT count(*) FROM tasks INDEXED BY tasks_tenant WHERE tenant = :tenant)
-        + (SELECT count(*) FROM endpoints e JOIN tasks t ON t.queue = e.id WHERE e.tenant = :tenant),
-        'access', :now, :now)
+VALUES (:id, 'erase', :filter, 0, :matched, 'access', :now, :now)
 RETURNING *;
 
 -- name: erase_keys_sessions
@@ -223,7 +232,7 @@ DELETE FROM tasks WHERE seq IN (SELECT value FROM json_each(:seqs)) RETURNING se
 
 -- name: erase_notices_scanned
 SELECT seq, id, json_extract(CAST(payload AS TEXT), '$.data.tenant') AS tenant FROM events
-WHERE type IN ('workly.endpoint.disabled', 'workly.endpoint.enabled') AND seq > :after_seq
+WHERE type IN ('workly.endpoint.disabled', 'workly.endpoint.enabled', 'workly.task.failed') AND seq > :after_seq
 ORDER BY seq LIMIT :chunk;
 
 -- name: erase_notices
@@ -249,7 +258,9 @@ RETURNING *;
 -- A tenant's export (see the PostgreSQL file).
 
 -- name: export_event_tasks
-SELECT * FROM task_view WHERE event_id IN (SELECT value FROM json_each(:ids)) ORDER BY seq;
+SELECT * FROM task_view
+WHERE event_id IN (SELECT value FROM json_each(:ids)) AND seq > :after_seq
+ORDER BY seq LIMIT :limit;
 
 -- name: export_tenant_tasks
 SELECT * FROM task_view WHERE tenant = :tenant AND seq > :after_seq ORDER BY seq LIMIT :limit;
