@@ -181,6 +181,15 @@ class ReplayRunning(ConflictError):
         self.operation_id = operation_id
 
 
+class EndpointGone(ConflictError):
+    def __init__(self, task_id: str, endpoint_id: str) -> None:
+        super().__init__(
+            f"cannot retry task {task_id!r}: its endpoint {endpoint_id!r} was deleted (its finished "
+            "deliveries are kept until retention, and never sent again)"
+        )
+        self.task_id = task_id
+
+
 class TaskInFlight(ConflictError):
     def __init__(self, task_id: str) -> None:
         super().__init__(

@@ -13,9 +13,10 @@ import pytest
 from tests.storage.helpers import URL, in_queue, new, result_for, token
 from tests.support.clock import VirtualClock
 from workly.breaker import HELD_UNTIL, BreakerRules
-from workly.errors import EndpointNotFound, StorageConflict, TaskStateConflict
+from workly.errors import EndpointGone, EndpointNotFound, StorageConflict, TaskStateConflict
 from workly.ids import new_id, new_task_id
 from workly.models import AttemptResult, BreakerEffect, ClaimedTask, Outcome, QueueConfig, Task
+from workly.operations import TaskFilter
 from workly.storage.contract import Storage
 from workly.webhooks import Endpoint, EndpointSpec, NewEvent, Published
 
@@ -261,6 +262,26 @@ async def test_delete_endpoint_removes_it_and_its_pending_deliveries(
     assert await storage.retention.prune_retired_queues() == 1
     assert await storage.queues.get_queue(doomed.id) is None
     assert await storage.queues.get_queue(kept.id) is not None
+
+
+async def test_a_deleted_endpoints_delivery_is_never_retried(storage: Storage, clock: VirtualClock) -> None:
+    doomed = await endpoint(storage, clock, delivery=QueueConfig(max_attempts=1))
+    published = await publish(storage, clock)
+    [claimed] = await claim(storage, clock.now())
+    await storage.dispatch.record_results([outcome(claimed, clock.now(), None, "failed", 500)], clock.now())
+    await storage.webhooks.delete_endpoint(doomed.id, clock.now())
+    task_id = published.event.deliveries[0].task_id
+    with pytest.raises(EndpointGone, match="was deleted"):
+        await storage.tasks.retry_task(task_id, clock.now())
+    bulk = await storage.operations.create_operation(
+        new_id("op"), "retry", TaskFilter(endpoint_id=doomed.id), clock.now()
+    )
+    lease = token()
+    assert await storage.operations.take_operation(clock.now(), lease, 30) is not None
+    done = await storage.operations.run_operation_chunk(bulk.id, lease, clock.now(), 30)
+    assert done is not None and (done.operation.changed, done.operation.skipped) == (0, 1)
+    stored = await storage.tasks.get_task(task_id)
+    assert stored is not None and stored.status == "failed"
 
 
 async def test_delete_endpoint_without_finished_deliveries_removes_its_queue(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from workly.errors import TaskInFlight, TaskNotFound, TaskStateConflict
+from workly.errors import EndpointGone, TaskInFlight, TaskNotFound, TaskStateConflict
 from workly.models import ClaimedTask, Enqueued, NewTask, Task
 
 _ALLOWED_FROM = {
@@ -87,6 +87,9 @@ def check_deleted(task_id: str, task: Task | None) -> None:
 def check_transition(task_id: str, task: Task | None, changed: bool, action: str) -> Task:
     if task is None:
         raise TaskNotFound(task_id)
+    retriable = task.status in ("failed", "canceled", "ready")
+    if not changed and action == "retry" and retriable and task.endpoint_id is not None:
+        raise EndpointGone(task_id, task.endpoint_id)  # only a retired queue refuses it then
     if not changed:
         raise TaskStateConflict(task_id, task.status, action, _ALLOWED_FROM[action])
     return task

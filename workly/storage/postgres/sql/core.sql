@@ -256,6 +256,8 @@ SET status = 'ready', updated_at = :now,
 FROM (SELECT EXISTS (SELECT 1 FROM breakers b JOIN tasks t ON b.key = t.breaker
                      WHERE t.id = :id AND b.position = 'open') AS open) o
 WHERE id = :id AND status IN ('failed', 'canceled', 'ready')
+  -- never in the retired queue of a deleted endpoint (nothing would send it)
+  AND NOT EXISTS (SELECT 1 FROM queues rq WHERE rq.name = tasks.queue AND rq.retired)
 RETURNING seq;
 
 -- name: claim_tasks

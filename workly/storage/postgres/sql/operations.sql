@@ -89,6 +89,7 @@ FROM (
     FROM tasks t2 WHERE t2.seq = ANY(:seqs::bigint[])
 ) AS o
 WHERE t.seq = o.seq AND t.status IN ('failed', 'canceled')
+  AND NOT EXISTS (SELECT 1 FROM queues rq WHERE rq.name = t.queue AND rq.retired)  -- a deleted endpoint's
 RETURNING t.seq;
 
 -- name: cancel_tasks

@@ -88,6 +88,7 @@ FROM (
     FROM tasks t WHERE t.seq IN (SELECT value FROM json_each(:seqs))
 ) AS o
 WHERE tasks.seq = o.seq AND status IN ('failed', 'canceled')
+  AND NOT EXISTS (SELECT 1 FROM queues rq WHERE rq.name = tasks.queue AND rq.retired)  -- a deleted endpoint's
 RETURNING seq;
 
 -- name: cancel_tasks
