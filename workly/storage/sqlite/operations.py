@@ -34,6 +34,10 @@ from workly.storage.sqlite.statements import (
 Db = sqlite3.Connection
 _q = sqlite_queries
 _SECOND_US = 1_000_000
+# Rows an erase's chunk deletes on SQLite: each delete takes its attempts, callbacks, counts
+# and 17 index entries, with every enqueue and claim waiting behind the one writer meanwhile
+# (docs/performance.md, "Erasing a tenant").
+ERASE_CHUNK = 200
 
 
 @raises_workly_errors(interpret_sqlite_error)
@@ -96,6 +100,8 @@ class SqliteOperations:
     ) -> ChunkDone | None:
         found = await self._reader.run(_read_chunk, operation_id, lease_token, chunk)
         if isinstance(found, str):  # a replay or an erase: through events and more, on the writer alone
+            if found == "erase":  # its deletes are the heaviest chunk: the one writer is held shorter
+                chunk = min(chunk, ERASE_CHUNK)
             return await self._writer.transaction(
                 self._acknowledged, _on_writer, operation_id, lease_token, to_us(now), lease_seconds, chunk
             )
