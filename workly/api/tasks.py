@@ -154,7 +154,7 @@ async def retry_task(task_id: TaskPath, service: ServiceDep) -> JSONResponse:
     "/tasks/{task_id}",
     status_code=204,
     summary="Delete a task with its attempts and callbacks (not while it runs)",
-    responses={409: {"description": "The task is running"}},
+    responses={409: {"description": "The task is being sent"}},
 )
 async def delete_task(task_id: TaskPath, service: ServiceDep) -> Response:
     await service.tasks.delete_task(task_id)

@@ -72,9 +72,7 @@ class TenantExport:
             async for item in self._pages(partial(self._export.test_deliveries, endpoint_id)):
                 yield item
 
-    async def _pages(
-        self, read: Callable[[int, int], Awaitable[list[ExportedTask]]]
-    ) -> AsyncIterator[ExportItem]:
+    async def _pages(self, read: PageReader) -> AsyncIterator[ExportItem]:
         """Every page ``read(after_seq, limit)`` gives, each task followed by its attempts."""
         after = 0
         while page := await read(after, self._tasks_page):

@@ -71,7 +71,7 @@ class TaskUseCases:
         return await self._tasks.list_attempts(task_id)
 
     async def delete_task(self, task_id: str) -> None:
-        """The task, its attempts and its callbacks; not while it runs (TaskStateConflict)."""
+        """The task, its attempts and its callbacks; not while it is being sent (TaskInFlight)."""
         await self._tasks.delete_task(task_id)
 
     async def cancel_task(self, task_id: str) -> Task:

@@ -9,10 +9,7 @@ from datetime import datetime
 from workly.errors import EndpointGone, TaskInFlight, TaskNotFound, TaskStateConflict
 from workly.models import ClaimedTask, Enqueued, NewTask, Task
 
-_ALLOWED_FROM = {
-    "cancel": "ready",
-    "retry": "failed or canceled (redrive), or ready (due now)",
-}
+_ALLOWED_FROM = {"cancel": "ready", "retry": "failed or canceled (redrive), or ready (due now)"}
 
 
 IdempotencyKey = tuple[str, str]  # (queue, idempotency_key)
